@@ -1,0 +1,36 @@
+# The two commands a new user runs: `make run` and `make test`.
+# Both create .venv when it is missing; the stamp file makes a second call fast.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench setup clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/seqc layers --brief
+	@for f in examples/*/*.seq; do $(BIN)/seqc check $$f || exit $$?; done
+	$(BIN)/seqc list examples/lm/shakespeare.seq
+	$(BIN)/seqc show examples/lm/shakespeare.seq -e lm.shakespeare.tiny --provenance
+
+test: $(STAMP)
+	$(BIN)/ruff check seqc tests bench
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check seqc tests bench
+	$(BIN)/ruff format --check seqc tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/frontend.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,141 @@
+"""The fields each block of a .seq spec allows (namespace "block").
+
+Why blocks are declared as kinds: a block body (`train { steps = 20000 }`) is checked exactly
+like a call with named arguments, so declaring each block's fields as the params of a kind lets
+one checker, one error format and one documentation printer cover calls and blocks alike. The
+kind's name is the block keyword; its params are the fields, and none is positional.
+
+Fields typed `any` hold references to other declarations (a task's input and model, an
+experiment's tasks); they are resolved
+and checked by the compiler, not by type here.
+
+A default that is itself a kind is the string naming it ("adam", "cross_entropy", "single"): the
+checker treats it as the bare call with every param at its default.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from seqc.spec.kinds import REGISTRY, KindSpec, ParamSpec, declare, param
+from seqc.spec.types import ANY, BOOL, FLOAT, INT, STR, Type, kind, list_of, map_of, one_of
+from seqc.spec.types import optional as opt
+
+NAMESPACE: Final[str] = "block"
+
+REGISTRY.docs[NAMESPACE] = "Fields of each block of a spec; a block is checked like a call."
+
+
+def block(name: str, doc: str, *fields: ParamSpec) -> KindSpec:
+    """Declare one block; its fields are named only, never positional."""
+    return declare(NAMESPACE, name, doc, *fields, positional=())
+
+
+_READER: Type = kind("reader")
+
+block(
+    "input",
+    "Where a task's examples come from and how their text becomes token ids.",
+    param("train", _READER, doc="Reader of the training data; the tokenizer is fitted on it."),
+    param("dev", opt(_READER), None, "Reader of the data evaluated during training; optional."),
+    param("test", opt(_READER), None, "Reader of held-out data evaluated after training."),
+    param("tokenizer", kind("tokenizer"), doc="Tokenizer of the source (and target) text."),
+    param(
+        "target_tokenizer",
+        opt(kind("tokenizer")),
+        None,
+        "Separate tokenizer for the target side; none shares `tokenizer`.",
+    ),
+    param(
+        "buckets",
+        map_of(INT, INT),
+        {},
+        "Length buckets as upper bound on length: batch size; empty for one batch size.",
+    ),
+    param("max_length", INT, 256, "Drop training examples longer than this many tokens."),
+    param("shuffle_buffer", INT, 10000, "Examples held in the shuffle buffer; 0 for no shuffle."),
+    param("seed", INT, 1, "Seed of the shuffling order."),
+    param("lowercase", BOOL, False, "Lowercase all text before tokenising."),
+)
+
+block(
+    "task",
+    "One objective: which data feeds which model, with what loss, metrics and decoding.",
+    param("input", ANY, doc="Name of the input block the task reads."),
+    param("model", ANY, doc="Name of the model the task trains."),
+    param("loss", kind("loss"), "cross_entropy", "Training objective."),
+    param("metrics", list_of(kind("metric")), [], "Numbers reported on dev and test data."),
+    param("decode", opt(kind("decode")), None, "How to generate output; none for scoring only."),
+    param("weight", FLOAT, 1.0, "Weight of this task's loss when several tasks train together."),
+)
+
+block(
+    "train",
+    "How the model is optimised: update rule, length of training, numerics and bookkeeping.",
+    param("optimizer", kind("optimizer"), "adam", "Update rule, with its learning rate."),
+    param("steps", INT, 1000, "Number of optimizer updates."),
+    param(
+        "batch_size",
+        opt(INT),
+        None,
+        "Examples per batch; none takes batch sizes from the input block's buckets.",
+    ),
+    param("accumulate", INT, 1, "Batches whose gradients are summed before each update."),
+    param("seed", INT, 1, "Seed of weight initialisation and dropout."),
+    param("clip_norm", FLOAT, 1.0, "Clip the global gradient norm to this; 0 turns clipping off."),
+    param(
+        "compute_dtype",
+        one_of("float32", "bfloat16"),
+        "float32",
+        "Number format of activations and matrix products; weights stay float32.",
+    ),
+    param("checkpoint_every", INT, 1000, "Save a checkpoint every this many steps; 0 for none."),
+    param("eval_every", INT, 500, "Evaluate on dev data every this many steps; 0 for never."),
+    param("log_every", INT, 100, "Log training loss and speed every this many steps."),
+)
+
+block(
+    "distribution",
+    "How training is spread over devices: the mesh, the devices and the layer placement.",
+    param(
+        "mesh",
+        map_of(STR, INT),
+        {"data": 1},
+        "Named mesh axes and their sizes; the product is the number of devices used.",
+    ),
+    param(
+        "devices",
+        opt(list_of(kind("device"))),
+        None,
+        'Device list, e.g. 4 x gpu(memory = "16GiB"); none uses whatever the backend finds.',
+    ),
+    param("placement", kind("placement"), "single", "Algorithm assigning layers to devices."),
+    param(
+        "comm",
+        one_of("sequential", "parallel"),
+        "sequential",
+        "Whether a device sends one tensor at a time or many at once, as the placer assumes.",
+    ),
+    param(
+        "sync",
+        one_of("sync", "async"),
+        "sync",
+        "Whether data-parallel replicas wait for each other's gradients every step.",
+    ),
+)
+
+block(
+    "export",
+    "Serving formats written after training.",
+    param("formats", list_of(kind("export")), [], "Formats to write; empty writes none."),
+    param("path", STR, "export", "Directory the exports are written to, inside the run's."),
+)
+
+block(
+    "experiment",
+    "A named, runnable combination of tasks, with registry-level fields.",
+    param("tasks", list_of(ANY), doc="Names of the tasks trained together."),
+    param("description", STR, "", "One line shown by `seqc list`."),
+    param("tags", list_of(STR), [], "Free-form labels for filtering experiments."),
+    param("backend", one_of("jax", "tf"), "jax", "Framework the experiment compiles to."),
+)

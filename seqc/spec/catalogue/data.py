@@ -1,0 +1,130 @@
+"""Built-in kinds for reading and tokenising data (namespaces "reader" and "tokenizer").
+
+Why declared here: an `input` block names its readers and tokenizer by call
+(`train = tsv("data/train.tsv", source = 0, target = 1)`), and the front end checks those calls
+before anything is read, so a wrong column or a misspelt option fails at the spec line.
+
+A reader yields examples with a source sequence and, for sequence-to-sequence tasks, a target
+sequence; language models use the source only. A tokenizer is fitted on the train reader's
+text (or loaded) and turns text into token ids.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from seqc.spec.kinds import REGISTRY, declare, param
+from seqc.spec.types import BOOL, FLOAT, INT, STR, one_of, optional
+
+REGISTRY.docs.update(
+    {
+        "reader": "Data files for the train/dev/test fields of an input block.",
+        "tokenizer": "Text-to-token-id mappings for the tokenizer field of an input block.",
+    }
+)
+
+_PATH_DOC = "File path or glob pattern, relative to the spec file's directory."
+_ENCODING_DOC = "Text encoding of the file."
+
+SP_MODEL_TYPES: Final[tuple[str, ...]] = ("unigram", "bpe", "char", "word")
+"""Segmentation algorithms SentencePiece can train."""
+
+# --- readers -----------------------------------------------------------------------------------
+
+declare(
+    "reader",
+    "text",
+    "Plain text, one example per line; the line is the source sequence (no target).",
+    param("path", STR, doc=_PATH_DOC),
+    param("encoding", STR, "utf-8", _ENCODING_DOC),
+    param("skip_empty", BOOL, True, "Drop blank lines instead of yielding empty examples."),
+    positional=("path",),
+)
+
+declare(
+    "reader",
+    "tsv",
+    "Tab-separated (or other delimiter) columns, one example per line; the source and target "
+    "are taken from columns by index.",
+    param("path", STR, doc=_PATH_DOC),
+    param("source", INT, 0, "0-based index of the source column."),
+    param(
+        "target",
+        optional(INT),
+        1,
+        "0-based index of the target column; none for source-only data.",
+    ),
+    param("delimiter", STR, "\t", "Column separator (one character)."),
+    param("header", BOOL, False, "Skip the first line as a header."),
+    param("encoding", STR, "utf-8", _ENCODING_DOC),
+    positional=("path",),
+)
+
+declare(
+    "reader",
+    "jsonl",
+    "JSON Lines, one object per line; the source and target are taken from fields by name.",
+    param("path", STR, doc=_PATH_DOC),
+    param("source", STR, "source", "Name of the field holding the source text."),
+    param(
+        "target",
+        optional(STR),
+        "target",
+        "Name of the field holding the target text; none for source-only data.",
+    ),
+    param("encoding", STR, "utf-8", _ENCODING_DOC),
+    positional=("path",),
+)
+
+# --- tokenizers --------------------------------------------------------------------------------
+
+declare(
+    "tokenizer",
+    "sentencepiece",
+    "SentencePiece subword model, trained on the train reader's text unless `model` is given.",
+    param("vocab_size", INT, 8000, "Number of subword pieces, including special tokens."),
+    param(
+        "model_type",
+        one_of(*SP_MODEL_TYPES),
+        "unigram",
+        "Segmentation algorithm: unigram LM, BPE, characters or whitespace words.",
+    ),
+    param(
+        "character_coverage",
+        FLOAT,
+        1.0,
+        "Fraction of characters the model covers; lower (e.g. 0.9995) for large scripts.",
+    ),
+    param(
+        "model",
+        optional(STR),
+        None,
+        "Path of an existing .model file to load instead of training one.",
+    ),
+    positional=(),
+)
+
+declare(
+    "tokenizer",
+    "chars",
+    "One token per Unicode character seen in the training text.",
+    param("lowercase", BOOL, False, "Lowercase text before tokenising."),
+    param("min_count", INT, 1, "Characters seen fewer times become the unknown token."),
+    positional=(),
+)
+
+declare(
+    "tokenizer",
+    "words",
+    "One token per whitespace-separated word, keeping the most frequent words.",
+    param("vocab_size", INT, 20000, "Most words kept, including special tokens."),
+    param("min_count", INT, 1, "Words seen fewer times become the unknown token."),
+    param("lowercase", BOOL, False, "Lowercase text before tokenising."),
+    positional=(),
+)
+
+declare(
+    "tokenizer",
+    "bytes",
+    "One token per UTF-8 byte (256 ids plus special tokens); needs no training.",
+)

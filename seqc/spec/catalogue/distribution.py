@@ -1,0 +1,143 @@
+"""Built-in kinds for where a model runs and how it is shipped.
+
+Namespaces:
+- "device": one accelerator or host, described by the numbers a placer needs (memory, compute
+  speed, bandwidths). A distribution block lists them, e.g. `4 x gpu(memory = "16GiB")`.
+- "placement": the algorithm that assigns the model's layers to those devices. The m_* kinds
+  are the memory-constrained placers of Baechi (Jeon et al., SoCC 2020): they take the device
+  numbers above and the layer graph's costs, so a spec can be placed without any device.
+- "export": serving formats written after training.
+
+Why device numbers are params rather than detected: placement runs at compile time, possibly on
+a machine without the target devices, so the spec states what it targets. The defaults are
+round figures for a common part of each class; state real numbers for real placement.
+Sizes are written "16GiB" or "900GB"; bandwidths are sizes per second.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from seqc.spec.kinds import REGISTRY, declare, param
+from seqc.spec.types import FLOAT, INT, SIZE, one_of
+
+REGISTRY.docs.update(
+    {
+        "device": "Devices a distribution block spreads a model over.",
+        "placement": "Algorithms that assign layers to devices, for a distribution block.",
+        "export": "Serving formats for the formats list of an export block.",
+    }
+)
+
+QUANTIZE_MODES: Final[tuple[str, ...]] = ("none", "dynamic", "int8", "fp16")
+"""Post-training quantisation: none; dynamic-range int8 weights; full int8; float16 weights."""
+
+_MEMORY_DOC = "Memory available to the model on one device."
+_FLOPS_DOC = "Peak arithmetic throughput in floating-point operations per second."
+_BANDWIDTH_DOC = 'Memory bandwidth per second, written as a size (e.g. "900GB").'
+_LINK_DOC = 'Bandwidth per second to each other device, written as a size (e.g. "25GB").'
+
+# --- devices -----------------------------------------------------------------------------------
+
+declare(
+    "device",
+    "cpu",
+    "A host CPU (all its cores count as one device).",
+    param("memory", SIZE, "8GiB", _MEMORY_DOC),
+    param("flops", FLOAT, 1e11, _FLOPS_DOC),
+    param("bandwidth", SIZE, "20GB", _BANDWIDTH_DOC),
+    param("link", SIZE, "10GB", _LINK_DOC),
+    positional=(),
+)
+
+declare(
+    "device",
+    "gpu",
+    "One GPU (a MIG slice counts as one GPU with its own memory).",
+    param("memory", SIZE, "16GiB", _MEMORY_DOC),
+    param("flops", FLOAT, 1.5e13, _FLOPS_DOC),
+    param("bandwidth", SIZE, "900GB", _BANDWIDTH_DOC),
+    param("link", SIZE, "16GB", _LINK_DOC),
+    positional=(),
+)
+
+declare(
+    "device",
+    "tpu",
+    "One TPU core (or chip, if the backend exposes chips).",
+    param("memory", SIZE, "16GiB", _MEMORY_DOC),
+    param("flops", FLOAT, 1.2e14, _FLOPS_DOC),
+    param("bandwidth", SIZE, "600GB", _BANDWIDTH_DOC),
+    param("link", SIZE, "100GB", _LINK_DOC),
+    positional=(),
+)
+
+# --- placement ---------------------------------------------------------------------------------
+
+declare(
+    "placement",
+    "single",
+    "Puts the whole model on one device; other devices only replicate it along the data axis.",
+    param("device", INT, 0, "Index of the device in the distribution block's device list."),
+    positional=("device",),
+)
+
+declare(
+    "placement",
+    "manual",
+    "Uses the `device` index written on each layer in the model body; unmarked layers go to "
+    "device 0.",
+)
+
+declare(
+    "placement",
+    "m_topo",
+    "Baechi m-TOPO: walks the layer graph in topological order and fills each device up to an "
+    "equal share of the total memory before moving to the next.",
+)
+
+declare(
+    "placement",
+    "m_etf",
+    "Baechi m-ETF: list scheduling that puts each ready layer on the device where it can start "
+    "earliest (communication included) while memory allows.",
+)
+
+declare(
+    "placement",
+    "m_sct",
+    "Baechi m-SCT: m-ETF that keeps a layer with its favourite child when a linear-programming "
+    "relaxation says they belong together, for graphs with small communication times.",
+    param(
+        "threshold",
+        FLOAT,
+        0.5,
+        "LP value above which a parent-child edge is kept on one device, in (0, 1).",
+    ),
+    positional=(),
+)
+
+# --- export formats ----------------------------------------------------------------------------
+
+declare(
+    "export",
+    "onnx",
+    "ONNX graph of the inference model, for ONNX Runtime and similar servers.",
+    param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
+    param("opset", INT, 17, "ONNX operator set version to target."),
+    positional=(),
+)
+
+declare(
+    "export",
+    "tflite",
+    "TensorFlow Lite flatbuffer of the inference model, for mobile and embedded targets.",
+    param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
+    positional=(),
+)
+
+declare(
+    "export",
+    "savedmodel",
+    "TensorFlow SavedModel directory with a serving signature, for TF Serving.",
+)

@@ -1,0 +1,343 @@
+"""Built-in kinds for training and evaluation: optimizers, schedules, losses, metrics, decoders.
+
+Why these are kinds and not free-form dicts: a `train` or `task` block names them by call
+(`adam(lr = warmup_rsqrt(1.0, 4000))`, `beam(4)`), and the checker needs each one's params to
+report a misspelt field or a wrong type at the spec line, not as a backend crash mid-run.
+
+Namespaces:
+- "optimizer": update rules; `lr` is a float or a "schedule" call.
+- "schedule": learning rate as a function of the step.
+- "loss": training objectives over the model's output logits, including sampled ones that
+  avoid the full softmax for large vocabularies.
+- "metric": numbers reported on dev/test data.
+- "decode": how a trained sequence model generates output.
+
+A default that is itself a kind is written as a string naming the kind (e.g. a `train` block's
+optimizer defaults to "adam"); only kinds whose params all have defaults can be named that way.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from seqc.spec.kinds import REGISTRY, declare, param
+from seqc.spec.types import BOOL, FLOAT, INT, Type, kind, list_of, one_of, optional, union
+
+LR: Final[Type] = union(FLOAT, kind("schedule"))
+"""A learning rate: a constant float or a schedule call."""
+
+SAMPLERS: Final[tuple[str, ...]] = ("uniform", "unigram", "log_uniform")
+"""Proposal distributions over the vocabulary for sampled losses."""
+
+SAMPLER: Final[Type] = one_of(*SAMPLERS)
+
+REGISTRY.docs.update(
+    {
+        "optimizer": "Update rules for the `optimizer` field of a train block.",
+        "schedule": "Learning rates as a function of the training step, for an optimizer's lr.",
+        "loss": "Training objectives for the `loss` field of a task.",
+        "metric": "Evaluation numbers for the `metrics` list of a task.",
+        "decode": "Generation strategies for the `decode` field of a task.",
+    }
+)
+
+_LR_DOC = "Learning rate: a float, or a schedule such as warmup_rsqrt(1.0, 4000)."
+
+# --- optimizers --------------------------------------------------------------------------------
+
+declare(
+    "optimizer",
+    "adam",
+    "Adam (Kingma & Ba): per-weight steps from running means of the gradient and its square.",
+    param("lr", LR, 1e-3, _LR_DOC),
+    param("beta1", FLOAT, 0.9, "Decay rate of the running mean of gradients."),
+    param("beta2", FLOAT, 0.999, "Decay rate of the running mean of squared gradients."),
+    param("eps", FLOAT, 1e-8, "Added to the denominator for numerical stability."),
+    param("weight_decay", FLOAT, 0.0, "L2 penalty added to the gradient (coupled, not AdamW)."),
+    positional=("lr",),
+)
+
+declare(
+    "optimizer",
+    "adamw",
+    "AdamW (Loshchilov & Hutter): Adam with weight decay applied to the weights directly.",
+    param("lr", LR, 1e-3, _LR_DOC),
+    param("beta1", FLOAT, 0.9, "Decay rate of the running mean of gradients."),
+    param("beta2", FLOAT, 0.999, "Decay rate of the running mean of squared gradients."),
+    param("eps", FLOAT, 1e-8, "Added to the denominator for numerical stability."),
+    param("weight_decay", FLOAT, 0.01, "Fraction of each weight removed per step, times lr."),
+    positional=("lr",),
+)
+
+declare(
+    "optimizer",
+    "sgd",
+    "Stochastic gradient descent, optionally with (Nesterov) momentum.",
+    param("lr", LR, 0.1, _LR_DOC),
+    param("momentum", FLOAT, 0.0, "Decay rate of the velocity; 0 for plain SGD."),
+    param("nesterov", BOOL, False, "Use Nesterov momentum (look-ahead gradient)."),
+    param("weight_decay", FLOAT, 0.0, "L2 penalty added to the gradient."),
+    positional=("lr",),
+)
+
+declare(
+    "optimizer",
+    "adagrad",
+    "Adagrad: per-weight steps scaled by the root of the summed squared gradients; suits "
+    "sparse embedding updates.",
+    param("lr", LR, 0.1, _LR_DOC),
+    param("initial_accumulator", FLOAT, 0.1, "Starting value of each squared-gradient sum."),
+    param("eps", FLOAT, 1e-7, "Added to the denominator for numerical stability."),
+    positional=("lr",),
+)
+
+declare(
+    "optimizer",
+    "adafactor",
+    "Adafactor (Shazeer & Stern): Adam-like steps with factored second moments, so matrix "
+    "weights need O(rows + cols) optimizer memory.",
+    param("lr", LR, 1e-2, _LR_DOC),
+    param("decay_rate", FLOAT, 0.8, "Exponent of the step-dependent second-moment decay."),
+    param(
+        "beta1",
+        optional(FLOAT),
+        None,
+        "Decay rate of a first-moment (momentum) average; none keeps no first moment.",
+    ),
+    param("clip_threshold", FLOAT, 1.0, "Clip each update to this root mean square."),
+    param("factored", BOOL, True, "Factor second moments of matrices into row and column sums."),
+    param(
+        "scale_by_weight",
+        BOOL,
+        True,
+        "Scale each step by the root mean square of the weight it updates.",
+    ),
+    positional=("lr",),
+)
+
+# --- schedules ---------------------------------------------------------------------------------
+
+declare(
+    "schedule",
+    "constant",
+    "The same value at every step.",
+    param("value", FLOAT, doc="The learning rate."),
+)
+
+declare(
+    "schedule",
+    "warmup_rsqrt",
+    "Rises linearly from 0 to `peak` over `warmup` steps, then decays as "
+    "peak * sqrt(warmup / step) (the Transformer schedule).",
+    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
+    param("warmup", INT, doc="Number of warmup steps."),
+)
+
+declare(
+    "schedule",
+    "linear_warmup",
+    "Rises linearly from 0 to `peak` over `warmup` steps, then stays at `peak`.",
+    param("peak", FLOAT, doc="Learning rate at the end of warmup and after it."),
+    param("warmup", INT, doc="Number of warmup steps."),
+)
+
+declare(
+    "schedule",
+    "cosine",
+    "Optional linear warmup to `peak`, then a half cosine from `peak` down to `final`.",
+    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
+    param("warmup", INT, 0, "Number of linear warmup steps; 0 starts at peak."),
+    param(
+        "decay_steps",
+        optional(INT),
+        None,
+        "Steps after warmup over which to decay; none means the rest of the training run.",
+    ),
+    param("final", FLOAT, 0.0, "Learning rate at the end of the decay and after it."),
+    positional=("peak",),
+)
+
+declare(
+    "schedule",
+    "linear_decay",
+    "Optional linear warmup to `peak`, then a straight line from `peak` down to `final`.",
+    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
+    param("warmup", INT, 0, "Number of linear warmup steps; 0 starts at peak."),
+    param(
+        "decay_steps",
+        optional(INT),
+        None,
+        "Steps after warmup over which to decay; none means the rest of the training run.",
+    ),
+    param("final", FLOAT, 0.0, "Learning rate at the end of the decay and after it."),
+    positional=("peak",),
+)
+
+declare(
+    "schedule",
+    "exponential",
+    "Starts at `initial` and is multiplied by `rate` every `every` steps.",
+    param("initial", FLOAT, doc="Learning rate at step 0."),
+    param("rate", FLOAT, doc="Factor applied per period, e.g. 0.5 to halve."),
+    param("every", INT, doc="Length of one period in steps."),
+    param("staircase", BOOL, False, "Apply the factor in whole periods instead of smoothly."),
+)
+
+declare(
+    "schedule",
+    "piecewise",
+    "Constant pieces: values[i] until step boundaries[i], then the last value.",
+    param("boundaries", list_of(INT), doc="Increasing steps at which the value changes."),
+    param("values", list_of(FLOAT), doc="One more value than boundaries."),
+)
+
+# --- losses ------------------------------------------------------------------------------------
+
+declare(
+    "loss",
+    "cross_entropy",
+    "Negative log-likelihood of the target tokens under the full softmax over the vocabulary.",
+    param(
+        "label_smoothing",
+        FLOAT,
+        0.0,
+        "Mass moved from the target token to a uniform distribution over the vocabulary.",
+    ),
+    param(
+        "reduction",
+        one_of("token", "sequence"),
+        "token",
+        "Average over all target tokens, or sum per sequence then average over sequences.",
+    ),
+    positional=(),
+)
+
+_SAMPLES_DOC = "Number of negative classes sampled per batch."
+_SAMPLER_DOC = "Distribution the negatives are drawn from."
+
+declare(
+    "loss",
+    "sampled_softmax",
+    "Softmax cross-entropy over the target plus sampled negatives, corrected for the sampling "
+    "probabilities (Jean et al.); the full softmax is used at evaluation.",
+    param("samples", INT, doc=_SAMPLES_DOC),
+    param("sampler", SAMPLER, "log_uniform", _SAMPLER_DOC),
+    param(
+        "remove_accidental_hits",
+        BOOL,
+        True,
+        "Mask sampled negatives that equal the target token.",
+    ),
+    positional=("samples",),
+)
+
+declare(
+    "loss",
+    "nce",
+    "Noise-contrastive estimation: logistic regression of each target token against sampled "
+    "noise tokens; trains an unnormalised model.",
+    param("samples", INT, doc=_SAMPLES_DOC),
+    param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
+    positional=("samples",),
+)
+
+declare(
+    "loss",
+    "snis",
+    "Self-normalised importance sampling: cross-entropy with the partition function estimated "
+    "from the target and sampled negatives.",
+    param("samples", INT, doc=_SAMPLES_DOC),
+    param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
+    positional=("samples",),
+)
+
+# --- metrics -----------------------------------------------------------------------------------
+
+declare(
+    "metric",
+    "perplexity",
+    "exp of the mean per-token negative log-likelihood under the full softmax.",
+)
+
+declare(
+    "metric",
+    "accuracy",
+    "Fraction of target tokens (or whole sequences) the model's argmax gets right.",
+    param(
+        "level",
+        one_of("token", "sequence"),
+        "token",
+        "Count single tokens, or sequences that are right at every position.",
+    ),
+    positional=(),
+)
+
+declare(
+    "metric",
+    "loss",
+    "The task's training loss, computed on the evaluation data.",
+)
+
+declare(
+    "metric",
+    "bleu",
+    "Corpus BLEU (sacreBLEU conventions) of decoded output against the references.",
+    param(
+        "tokenize",
+        one_of("13a", "intl", "char", "none"),
+        "13a",
+        "Tokenisation applied to hypotheses and references before matching n-grams.",
+    ),
+    param("lowercase", BOOL, False, "Lowercase hypotheses and references first."),
+    positional=(),
+)
+
+declare(
+    "metric",
+    "chrf",
+    "chrF (Popović): F-score of character n-grams of decoded output against the references.",
+    param("char_order", INT, 6, "Longest character n-gram."),
+    param("word_order", INT, 0, "Longest word n-gram; 2 gives chrF++."),
+    param("beta", FLOAT, 2.0, "Weight of recall relative to precision."),
+    positional=(),
+)
+
+# --- decoders ----------------------------------------------------------------------------------
+
+_MAX_LENGTH_DOC = "Stop after this many output tokens if no end-of-sequence is produced."
+
+declare(
+    "decode",
+    "greedy",
+    "Takes the most likely token at each step.",
+    param("max_length", INT, 64, _MAX_LENGTH_DOC),
+    positional=(),
+)
+
+declare(
+    "decode",
+    "sample",
+    "Draws each token from the model's distribution, reshaped by temperature, top-k and top-p.",
+    param("temperature", FLOAT, 1.0, "Divide logits by this; below 1 sharpens, above 1 flattens."),
+    param("top_k", INT, 0, "Sample only among the k most likely tokens; 0 for no limit."),
+    param(
+        "top_p",
+        FLOAT,
+        1.0,
+        "Sample only among the most likely tokens whose mass reaches p (nucleus); 1 for all.",
+    ),
+    param("max_length", INT, 64, _MAX_LENGTH_DOC),
+    param("seed", INT, 0, "Random seed, so decoding is reproducible."),
+    positional=(),
+)
+
+declare(
+    "decode",
+    "beam",
+    "Beam search keeping the `width` best partial outputs, ranked by length-normalised "
+    "log-probability (GNMT penalty ((5 + len) / 6) ^ alpha).",
+    param("width", INT, 4, "Number of hypotheses kept at each step."),
+    param("length_penalty", FLOAT, 0.6, "Exponent alpha of the length penalty; 0 disables it."),
+    param("max_length", INT, 64, _MAX_LENGTH_DOC),
+    positional=("width",),
+)

@@ -1,0 +1,632 @@
+"""Text to spec IR: Lark parses `grammar.lark`, a small transformer builds pydantic nodes.
+
+The transformer only builds nodes; every semantic check lives in `seqc.compiler`. Lark's syntax
+errors are translated here into `ParseError`s that say what was expected in words a user knows.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from seqc.spec import ir
+from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source
+
+SUPPORTED_VERSIONS = (1,)
+GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+
+@functools.cache
+def _lark() -> Lark:
+    return Lark(
+        GRAMMAR.read_text(),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+    )
+
+
+def parse_file(path: str | Path) -> ir.SpecFile:
+    """Read and parse one file; a missing or unreadable file is a `FileError`, not an OSError."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileError(f"no such file: {p}", path=str(p), code="file-not-found") from None
+    except IsADirectoryError:
+        raise FileError(f"{p} is a directory, not a .seq file", path=str(p), code="is-dir") from None
+    except UnicodeDecodeError as e:
+        raise FileError(
+            f"{p} is not UTF-8 text (byte {e.start})", path=str(p), code="not-utf8"
+        ) from None
+    except OSError as e:
+        raise FileError(f"cannot read {p}: {e.strerror}", path=str(p), code="unreadable") from None
+    return parse_text(text, str(p))
+
+
+def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
+    remember_source(filename, text)
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, text, filename) from None
+    try:
+        spec = _ToIR(filename, _comments(text)).transform(tree)
+    except VisitError as e:  # a check inside the transformer (duplicate key, ...)
+        if isinstance(e.orig_exc, ParseError):
+            raise e.orig_exc from None
+        raise
+    if spec.version not in SUPPORTED_VERSIONS:
+        raise ParseError(
+            f"unsupported language version {spec.version}",
+            span=spec.span,
+            code="bad-version",
+            expected=" or ".join(f"seqc {v}" for v in SUPPORTED_VERSIONS),
+            found=f"seqc {spec.version}",
+        )
+    return spec
+
+
+def _comments(text: str) -> list[Token]:
+    """Comment tokens, found by a string-aware scan (the grammar's lexer drops them)."""
+    out: list[Token] = []
+    line, col, i, n = 1, 1, 0, len(text)
+    in_string = False
+    while i < n:
+        ch = text[i]
+        if in_string:
+            if ch == "\\" and i + 1 < n and text[i + 1] != "\n":
+                i += 2
+                col += 2
+                continue
+            if ch == '"' or ch == "\n":
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "#":
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            tok = Token("COMMENT", text[i:end].rstrip())
+            tok.line, tok.column = line, col
+            tok.end_line, tok.end_column = line, col + (end - i)
+            out.append(tok)
+            col += end - i
+            i = end
+            continue
+        if ch == "\n":
+            line, col = line + 1, 1
+        else:
+            col += 1
+        i += 1
+    return out
+
+
+# ------------------------------------------------------------------------------------ errors
+
+_TOKEN_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "$END": "end of file",
+    "_TIMES": "`x`",
+    "ADD_OP": "`+` or `-`",
+    "MUL_OP": "`*`, `/`, `//` or `%`",
+    "POW_OP": "`**`",
+    "_SEMI": "`;`",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TOKEN_WORDS:
+        return _TOKEN_WORDS[name]
+    try:
+        term = _lark().get_terminal(name)
+    except KeyError:
+        return name.lower()
+    if term.pattern.type == "str":
+        return f"`{term.pattern.value}`"
+    return name.lower()
+
+
+def _describe_token(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    word = _TOKEN_WORDS.get(tok.type)
+    if tok.type in ("NAME", "NUMBER", "STRING") and word:
+        return f"{word} `{tok.value}`"
+    return f"`{tok.value}`"
+
+
+def _expected_keywords(expected: set[str]) -> list[str]:
+    words = []
+    for name in expected:
+        try:
+            term = _lark().get_terminal(name)
+        except KeyError:
+            continue
+        if term.pattern.type == "str" and term.pattern.value.isalpha():
+            words.append(term.pattern.value)
+    return words
+
+
+def _span_at(filename: str, line: int, col: int, width: int = 1) -> ir.Span:
+    return ir.Span(file=filename, line=line, col=col, end_line=line, end_col=col + max(width, 1))
+
+
+def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
+    if isinstance(e, UnexpectedCharacters):
+        line, col = e.line, e.column
+        ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
+        span = _span_at(filename, line, col)
+        if ch == '"':
+            return ParseError(
+                "unterminated string",
+                span=span,
+                code="unterminated-string",
+                expected='a closing `"` on the same line',
+                found="end of line",
+            )
+        expected = sorted(_describe_terminal(t) for t in e.allowed or ())
+        return ParseError(
+            f"unexpected character {ch!r}",
+            span=span,
+            code="unexpected-character",
+            expected=", ".join(expected) if expected else None,
+            found=repr(ch),
+        )
+    if isinstance(e, UnexpectedEOF):
+        lines = text.splitlines() or [""]
+        span = _span_at(filename, len(lines), len(lines[-1]) + 1)
+        return ParseError(
+            "unexpected end of file",
+            span=span,
+            code="unexpected-eof",
+            expected=", ".join(sorted(_describe_terminal(t) for t in e.expected)),
+            found="end of file",
+            hint="is a `}` or `)` missing?",
+        )
+    assert isinstance(e, UnexpectedToken)
+    tok = e.token
+    expected_names = set(e.expected) - {"_SEMI"}
+    if tok.type == "$END":
+        lines = text.splitlines() or [""]
+        span = _span_at(filename, len(lines), len(lines[-1]) + 1)
+    else:
+        span = ir.Span(
+            file=filename,
+            line=tok.line,
+            col=tok.column,
+            end_line=tok.end_line or tok.line,
+            end_col=tok.end_column or tok.column + 1,
+        )
+    words = sorted({_describe_terminal(t) for t in expected_names})
+    expected = ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
+    suggestion = None
+    keywords = _expected_keywords(expected_names)
+    if tok.type == "NAME" and keywords:
+        suggestion = did_you_mean(str(tok.value), keywords)
+    if tok.line == 1 and tok.column == 1 and "SEQC" in e.expected:
+        return ParseError(
+            "a .seq file starts with its language version",
+            span=span,
+            code="missing-header",
+            expected="`seqc 1`",
+            found=_describe_token(tok),
+            hint="add `seqc 1` as the first line",
+        )
+    code = "unexpected-eof" if tok.type == "$END" else "unexpected-token"
+    hint = "is a `}` or `)` missing?" if tok.type == "$END" else None
+    if tok.type == "IMPORT":
+        hint = "imports come right after the `seqc` header, before any declaration"
+    return ParseError(
+        f"unexpected {_describe_token(tok)}",
+        span=span,
+        code=code,
+        expected=expected or None,
+        found=_describe_token(tok),
+        suggestion=suggestion,
+        hint=hint,
+    )
+
+
+# ------------------------------------------------------------------------------------ tree -> IR
+
+
+@dataclass
+class _Comment:
+    line: int
+    col: int
+    text: str
+    claimed: bool = False
+
+
+def _pos(span: ir.Span | None) -> tuple[int, int]:
+    return (span.line, span.col) if span else (0, 0)
+
+
+def _end(span: ir.Span | None) -> tuple[int, int]:
+    return (span.end_line, span.end_col) if span else (0, 0)
+
+
+def _unescape(raw: str) -> str:
+    body = raw[1:-1]
+    out, i = [], 0
+    escapes = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            out.append(escapes.get(body[i + 1], "\\" + body[i + 1]))
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _number(tok: Token) -> int | float:
+    text = str(tok).replace("_", "")
+    if any(c in text for c in ".eE"):
+        return float(text)
+    return int(text)
+
+
+@v_args(meta=True)
+class _ToIR(Transformer):
+    def __init__(self, filename: str, comments: list[Token]) -> None:
+        super().__init__()
+        self.file = filename
+        self.comments = [_Comment(c.line, c.column, str(c)) for c in comments]
+
+    # -- helpers
+    def _span(self, meta: Any) -> ir.Span | None:
+        if getattr(meta, "empty", True):
+            return None
+        return ir.Span(
+            file=self.file,
+            line=meta.line,
+            col=meta.column,
+            end_line=meta.end_line,
+            end_col=meta.end_column,
+        )
+
+    def _tok_span(self, tok: Token) -> ir.Span:
+        return ir.Span(
+            file=self.file,
+            line=tok.line,
+            col=tok.column,
+            end_line=tok.end_line,
+            end_col=tok.end_column,
+        )
+
+    def _take(self, lo: tuple[int, int], hi: tuple[int, int]) -> list[str]:
+        """Claim the unclaimed comments that start in [lo, hi)."""
+        taken = []
+        for c in self.comments:
+            if not c.claimed and lo <= (c.line, c.col) < hi:
+                c.claimed = True
+                taken.append(c.text)
+        return taken
+
+    def _attach(
+        self, children: list[Any], lo: tuple[int, int], hi: tuple[int, int]
+    ) -> tuple[list[Any], list[str]]:
+        """Give each statement the comments before it and on its last line; return the rest."""
+        out = []
+        prev = lo
+        for child in children:
+            span = child.span
+            leading = self._take(prev, _pos(span))
+            inside = self._take(_pos(span), _end(span))  # comments inside a multi-line value
+            trailing_list = self._take(_end(span), (span.end_line + 1, 0)) if span else []
+            update: dict[str, Any] = {}
+            if leading or inside:
+                update["comments"] = tuple(child.comments) + tuple(leading) + tuple(inside)
+            if trailing_list:
+                update["trailing"] = " ".join(trailing_list)
+            out.append(child.model_copy(update=update) if update else child)
+            prev = (span.end_line + 1, 0) if trailing_list and span else _end(span)
+        return out, self._take(prev, hi)
+
+    # -- top level
+    def start(self, meta: Any, children: list[Any]) -> ir.SpecFile:
+        header, *rest = children
+        version, header_span = header
+        imports = [c for c in rest if isinstance(c, ir.Import)]
+        decls = [c for c in rest if not isinstance(c, ir.Import)]
+        header_comments = self._take((0, 0), _pos(header_span))
+        header_end = (header_span.end_line + 1, 0)
+        stmts, end = self._attach([*imports, *decls], header_end, (10**9, 0))
+        return ir.SpecFile(
+            span=header_span,
+            path=self.file,
+            version=version,
+            header_comments=tuple(header_comments),
+            imports=tuple(s for s in stmts if isinstance(s, ir.Import)),
+            decls=tuple(s for s in stmts if not isinstance(s, ir.Import)),
+            end_comments=tuple(end),
+        )
+
+    def header(self, meta: Any, children: list[Any]) -> tuple[int, ir.Span | None]:
+        (num,) = children
+        value = _number(num)
+        return (int(value) if float(value).is_integer() else -1), self._span(meta)
+
+    def import_stmt(self, meta: Any, children: list[Any]) -> ir.Import:
+        return ir.Import(span=self._span(meta), path=_unescape(str(children[0])))
+
+    def input_decl(self, meta: Any, children: list[Any]) -> ir.InputDecl:
+        name, body = children
+        return ir.InputDecl(span=self._span(meta), name=str(name), body=body)
+
+    def task_decl(self, meta: Any, children: list[Any]) -> ir.TaskDecl:
+        name, body = children
+        return ir.TaskDecl(span=self._span(meta), name=str(name), body=body)
+
+    def experiment_decl(self, meta: Any, children: list[Any]) -> ir.ExperimentDecl:
+        (name, _), extends, body = children
+        ext_name, ext_span = extends if extends is not None else (None, None)
+        return ir.ExperimentDecl(
+            span=self._span(meta),
+            name=name,
+            extends=ext_name,
+            extends_span=ext_span,
+            body=body,
+        )
+
+    def extends(self, meta: Any, children: list[Any]) -> tuple[str, ir.Span | None]:
+        return children[0]
+
+    def dotted(self, meta: Any, children: list[Any]) -> tuple[str, ir.Span | None]:
+        return ".".join(str(c) for c in children), self._span(meta)
+
+    # -- bodies
+    def body(self, meta: Any, children: list[Any]) -> ir.Body:
+        doc = children[0] if children and isinstance(children[0], str) else None
+        items = [c for c in children if not isinstance(c, str)]
+        span = self._span(meta)
+        items, end = self._attach(items, _pos(span), _end(span))
+        return ir.Body(span=span, doc=doc, items=tuple(items), end_comments=tuple(end))
+
+    def doc(self, meta: Any, children: list[Any]) -> str:
+        return _unescape(str(children[0]))
+
+    def assign(self, meta: Any, children: list[Any]) -> ir.Assign:
+        (path, _), value = children
+        return ir.Assign(span=self._span(meta), path=tuple(path.split(".")), value=value)
+
+    def block(self, meta: Any, children: list[Any]) -> ir.Block:
+        name, body = children
+        return ir.Block(span=self._span(meta), name=str(name), body=body)
+
+    def call_stmt(self, meta: Any, children: list[Any]) -> ir.CallStmt:
+        (path, path_span), *args = children
+        func: ir.Expr | None = None
+        for part in path.split("."):
+            func = (
+                ir.Name(span=path_span, id=part)
+                if func is None
+                else ir.Attr(span=path_span, obj=func, name=part)
+            )
+        call = self._make_call(self._span(meta), func, [a for a in args if a is not None])
+        return ir.CallStmt(span=self._span(meta), call=call)
+
+    # -- layers
+    def layer_kind(self, meta: Any, children: list[Any]) -> str:
+        return str(children[0])
+
+    def layer_decl(self, meta: Any, children: list[Any]) -> ir.LayerDecl:
+        kind, name, params, *rest = children
+        doc = rest[0] if rest and isinstance(rest[0], str) else None
+        items = [r for r in rest if not isinstance(r, str) and r is not None]
+        span = self._span(meta)
+        params_list, params_span = params if params is not None else ([], None)
+        lo = _end(params_span) if params_span else _pos(span)
+        items, end = self._attach(items, lo, _end(span))
+        forwards = [i for i in items if isinstance(i, ir.Forward)]
+        if len(forwards) > 1:
+            raise ParseError(
+                "a layer has one `forward`",
+                span=forwards[1].span,
+                code="duplicate-forward",
+                hint="merge the two bodies",
+            )
+        return ir.LayerDecl(
+            span=span,
+            kind=kind,
+            name=str(name),
+            params=tuple(params_list),
+            has_params=params is not None,
+            doc=doc,
+            sublayers=tuple(i for i in items if isinstance(i, ir.SubLayer)),
+            forward=forwards[0] if forwards else None,
+            end_comments=tuple(end),
+        )
+
+    def params(self, meta: Any, children: list[Any]) -> tuple[list[ir.Param], ir.Span | None]:
+        span = self._span(meta)
+        items, _ = self._attach([c for c in children if c is not None], _pos(span), _end(span))
+        return items, span
+
+    def param(self, meta: Any, children: list[Any]) -> ir.Param:
+        name, type_, default, doc = children
+        return ir.Param(
+            span=self._span(meta),
+            name=str(name),
+            type=type_,
+            default=default,
+            doc=_unescape(str(doc)) if doc is not None else None,
+        )
+
+    def sublayer(self, meta: Any, children: list[Any]) -> ir.SubLayer:
+        name, repeat, call = children
+        return ir.SubLayer(span=self._span(meta), name=str(name), call=call, repeat=repeat)
+
+    def repeat(self, meta: Any, children: list[Any]) -> ir.Expr:
+        return children[0]
+
+    def forward(self, meta: Any, children: list[Any]) -> ir.Forward:
+        fparams: list[ir.FParam] = []
+        returns: tuple[list[ir.TypeExpr], bool] = ([], False)
+        stmts: list[Any] = []
+        for c in children:
+            if isinstance(c, ir.FParam):
+                fparams.append(c)
+            elif isinstance(c, tuple):
+                returns = c
+            elif c is not None:
+                stmts.append(c)
+        span = self._span(meta)
+        stmts, end = self._attach(stmts, _pos(span), _end(span))
+        return ir.Forward(
+            span=span,
+            params=tuple(fparams),
+            returns=tuple(returns[0]),
+            returns_parenthesized=returns[1],
+            body=tuple(stmts),
+            end_comments=tuple(end),
+        )
+
+    def fparam(self, meta: Any, children: list[Any]) -> ir.FParam:
+        name, type_ = children
+        return ir.FParam(span=self._span(meta), name=str(name), type=type_)
+
+    def returns(self, meta: Any, children: list[Any]) -> tuple[list[ir.TypeExpr], bool]:
+        parenthesized = len(children) > 1 or self._source_starts_with_paren(meta)
+        return [c for c in children if c is not None], parenthesized
+
+    def _source_starts_with_paren(self, meta: Any) -> bool:
+        from seqc.spec.errors import source_line
+
+        line = source_line(self.file, meta.line) or ""
+        return line[meta.column - 1 : meta.column] == "("
+
+    def let_stmt(self, meta: Any, children: list[Any]) -> ir.Let:
+        name, value = children
+        return ir.Let(span=self._span(meta), name=str(name), value=value)
+
+    def return_stmt(self, meta: Any, children: list[Any]) -> ir.Return:
+        return ir.Return(span=self._span(meta), values=tuple(children))
+
+    # -- types
+    def type_expr(self, meta: Any, children: list[Any]) -> ir.TypeExpr:
+        name, *args = children
+        has_args = not (len(args) == 1 and args[0] is None)
+        return ir.TypeExpr(
+            span=self._span(meta),
+            name=str(name),
+            args=tuple(args) if has_args else None,
+        )
+
+    # -- expressions
+    def number(self, meta: Any, children: list[Any]) -> ir.Number:
+        (tok,) = children
+        return ir.Number(span=self._tok_span(tok), value=_number(tok), text=str(tok))
+
+    def string(self, meta: Any, children: list[Any]) -> ir.String:
+        (tok,) = children
+        return ir.String(span=self._tok_span(tok), value=_unescape(str(tok)))
+
+    def true(self, meta: Any, children: list[Any]) -> ir.Bool:
+        return ir.Bool(span=self._span(meta), value=True)
+
+    def false(self, meta: Any, children: list[Any]) -> ir.Bool:
+        return ir.Bool(span=self._span(meta), value=False)
+
+    def none(self, meta: Any, children: list[Any]) -> ir.NoneLit:
+        return ir.NoneLit(span=self._span(meta))
+
+    def name(self, meta: Any, children: list[Any]) -> ir.Name:
+        (tok,) = children
+        return ir.Name(span=self._tok_span(tok), id=str(tok))
+
+    def attr(self, meta: Any, children: list[Any]) -> ir.Attr:
+        obj, name = children
+        return ir.Attr(span=self._span(meta), obj=obj, name=str(name))
+
+    def binop(self, meta: Any, children: list[Any]) -> ir.BinOp:
+        left, op, right = children
+        return ir.BinOp(span=self._span(meta), op=str(op), left=left, right=right)
+
+    def neg(self, meta: Any, children: list[Any]) -> ir.Neg:
+        return ir.Neg(span=self._span(meta), operand=children[0])
+
+    def call(self, meta: Any, children: list[Any]) -> ir.Call:
+        func, *args = children
+        return self._make_call(self._span(meta), func, [a for a in args if a is not None])
+
+    def _make_call(self, span: ir.Span | None, func: Any, args: list[Any]) -> ir.Call:
+        positional: list[Any] = []
+        kwargs: list[ir.KwArg] = []
+        for a in args:
+            if isinstance(a, ir.KwArg):
+                if any(k.name == a.name for k in kwargs):
+                    raise ParseError(
+                        f"argument `{a.name}` given twice",
+                        span=a.span,
+                        code="duplicate-argument",
+                    )
+                kwargs.append(a)
+            elif kwargs:
+                raise ParseError(
+                    "a positional argument follows a named one",
+                    span=a.span,
+                    code="positional-after-named",
+                    hint="put positional arguments first, or name this one",
+                )
+            else:
+                positional.append(a)
+        return ir.Call(span=span, func=func, args=tuple(positional), kwargs=tuple(kwargs))
+
+    def kwarg(self, meta: Any, children: list[Any]) -> ir.KwArg:
+        name, value = children
+        return ir.KwArg(span=self._span(meta), name=str(name), value=value)
+
+    def replicate(self, meta: Any, children: list[Any]) -> ir.Replicate:
+        tok, value = children
+        count = _number(tok)
+        if not isinstance(count, int) or count < 1:
+            raise ParseError(
+                "a device count must be a positive whole number",
+                span=self._tok_span(tok),
+                code="bad-count",
+                found=str(tok),
+            )
+        return ir.Replicate(span=self._span(meta), count=count, value=value)
+
+    def list(self, meta: Any, children: list[Any]) -> ir.ListExpr:
+        return ir.ListExpr(span=self._span(meta), items=tuple(c for c in children if c is not None))
+
+    def map(self, meta: Any, children: list[Any]) -> ir.MapExpr:
+        entries = [c for c in children if c is not None]
+        seen: dict[Any, ir.MapEntry] = {}
+        for e in entries:
+            if e.key in seen:
+                raise ParseError(
+                    f"key `{e.key}` appears twice in this map",
+                    span=e.span,
+                    code="duplicate-key",
+                )
+            seen[e.key] = e
+        return ir.MapExpr(span=self._span(meta), entries=tuple(entries))
+
+    def pair(self, meta: Any, children: list[Any]) -> ir.MapEntry:
+        key, value = children
+        if isinstance(key, ir.Name):
+            k: str | int | float = key.id
+            quoted = False
+        elif isinstance(key, ir.String):
+            k, quoted = key.value, True
+        else:
+            k, quoted = key.value, False
+        return ir.MapEntry(span=self._span(meta), key=k, key_quoted=quoted, value=value)
