@@ -32,6 +32,7 @@ def _lark() -> Lark:
     return Lark(
         GRAMMAR.read_text(),
         parser="lalr",
+        start=["start", "expr"],
         propagate_positions=True,
         maybe_placeholders=True,
     )
@@ -58,7 +59,7 @@ def parse_file(path: str | Path) -> ir.SpecFile:
 def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
     remember_source(filename, text)
     try:
-        tree = _lark().parse(text)
+        tree = _lark().parse(text, start="start")
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
     try:
@@ -76,6 +77,21 @@ def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
             found=f"seqc {spec.version}",
         )
     return spec
+
+
+def parse_expr(text: str, filename: str) -> ir.Expr:
+    """Parse one expression (the value of a `--set path=value` override)."""
+    remember_source(filename, text)
+    try:
+        tree = _lark().parse(text, start="expr")
+    except UnexpectedInput as e:
+        raise _syntax_error(e, text, filename) from None
+    try:
+        return _ToIR(filename, []).transform(tree)
+    except VisitError as e:
+        if isinstance(e.orig_exc, ParseError):
+            raise e.orig_exc from None
+        raise
 
 
 def _comments(text: str) -> list[Token]:

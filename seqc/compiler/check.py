@@ -1,0 +1,25 @@
+"""`seqc check`: every declaration of a program, used or not, and every experiment.
+
+Checking unused declarations too is deliberate: a layer nobody instantiates yet is still a
+layer someone will, and its error belongs to the line that wrote it, today.
+"""
+
+from __future__ import annotations
+
+from seqc.compiler.layers import check_layers
+from seqc.compiler.program import Program
+from seqc.compiler.resolve import ResolvedExperiment, Resolver, resolve
+
+
+def check_program(
+    program: Program, experiment: str | None = None, overrides: list[str] | None = None
+) -> list[ResolvedExperiment]:
+    """Check all layers, inputs and tasks, and resolve one experiment (or all of them)."""
+    check_layers(program)
+    resolver = Resolver(program)
+    for name in program.inputs:
+        resolver.resolve_input(f"<{name}>", name, [])
+    for name in program.tasks:
+        resolver.resolve_task(name, [])
+    names = [experiment] if experiment is not None else list(program.experiments)
+    return [resolve(program, n, overrides) for n in names]

@@ -1,0 +1,556 @@
+"""Resolved values: what a spec expression means once names and kinds are known.
+
+Evaluation happens in two steps. `evaluate` turns an expression into a `Raw` value without
+knowing what is expected there (numbers are folded, calls and names kept as written). `conform`
+then reads it against the expected param type: a name where an optimizer is expected is the
+call `adam()` with its defaults, a number where a float is expected becomes a float, and anything
+else is a `CheckError` pointing at the expression. Keeping the two apart is what lets
+`placement = m_etf` and `tasks = [lm]` use the same syntax for different things.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from seqc.spec import ir
+from seqc.spec.errors import CheckError, did_you_mean
+from seqc.spec.kinds import REGISTRY, KindSpec
+from seqc.spec.types import DTYPES, Type, parse_size
+
+# ------------------------------------------------------------------------------------ values
+
+
+class CallValue(BaseModel):
+    """A bound call of a kind: every param present, defaults filled in."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    namespace: str
+    args: dict[str, Any]
+
+    def __str__(self) -> str:
+        return show_value(self)
+
+
+class Symbol(BaseModel):
+    """A value known only once data is read, e.g. the vocabulary size of a character tokenizer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str
+
+    def __str__(self) -> str:
+        return f"<{self.ref}>"
+
+
+class FrozenDict(dict):
+    """A dict that refuses mutation: the resolved experiment is read-only."""
+
+    def _readonly(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a resolved experiment is frozen; use --set or `extends` to change it")
+
+    __setitem__ = __delitem__ = _readonly  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _readonly  # type: ignore[assignment]
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items(), key=lambda kv: str(kv[0]))))
+
+
+def freeze(value: Any) -> Any:
+    """Deep-freeze a value tree: dicts become FrozenDicts, lists tuples."""
+    if isinstance(value, CallValue):
+        return CallValue(
+            kind=value.kind, namespace=value.namespace, args=FrozenDict(
+                {k: freeze(v) for k, v in value.args.items()}
+            )
+        )
+    if isinstance(value, dict):
+        return FrozenDict({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def show_value(value: Any) -> str:
+    """A value as .seq text (used by `seqc show` and in error messages)."""
+    if isinstance(value, CallValue):
+        args = ", ".join(f"{k} = {show_value(v)}" for k, v in value.args.items())
+        return f"{value.kind}({args})"
+    if isinstance(value, Symbol):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {show_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
+    return str(value)
+
+
+def to_json(value: Any) -> Any:
+    """JSON-ready form: calls as {"kind": ..., "args": ...}, symbols as {"symbol": ...}."""
+    if isinstance(value, CallValue):
+        return {"kind": value.kind, "args": {k: to_json(v) for k, v in value.args.items()}}
+    if isinstance(value, Symbol):
+        return {"symbol": value.ref}
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json(v) for v in value]
+    return value
+
+
+# ------------------------------------------------------------------------------------ raw values
+
+
+@dataclass
+class RawCall:
+    func: str
+    func_span: ir.Span | None
+    args: list[Raw]
+    kwargs: dict[str, tuple[Raw, ir.Span | None]]
+
+
+@dataclass
+class RawName:
+    id: str
+
+
+@dataclass
+class Raw:
+    """An evaluated expression with its span: scalars, lists, maps, calls, names and symbols."""
+
+    value: Any
+    span: ir.Span | None = None
+
+    def describe(self) -> str:
+        v = self.value
+        if isinstance(v, RawCall):
+            return f"a call of `{v.func}`"
+        if isinstance(v, RawName):
+            return f"the name `{v.id}`"
+        if isinstance(v, Symbol):
+            return f"{v} (an int known from the data)"
+        if isinstance(v, bool):
+            return f"bool `{'true' if v else 'false'}`"
+        if v is None:
+            return "`none`"
+        if isinstance(v, int):
+            return f"int `{v}`"
+        if isinstance(v, float):
+            return f"float `{v!r}`"
+        if isinstance(v, str):
+            return f'string "{v}"'
+        if isinstance(v, list):
+            return "a list"
+        if isinstance(v, dict):
+            return "a map"
+        if isinstance(v, CallValue):
+            return f"`{v.kind}(...)`"
+        return type(v).__name__
+
+
+Lookup = Callable[[ir.Expr], Raw | None]
+"""Resolves a name or attribute reference in the caller's scope; None leaves it as a RawName."""
+
+
+def evaluate(expr: ir.Expr, lookup: Lookup | None = None) -> Raw:
+    """Evaluate context-free parts of an expression: literals, collections and arithmetic."""
+    span = expr.span
+    if isinstance(expr, ir.Number | ir.String | ir.Bool):
+        return Raw(expr.value, span)
+    if isinstance(expr, ir.NoneLit):
+        return Raw(None, span)
+    if isinstance(expr, ir.Name | ir.Attr):
+        found = lookup(expr) if lookup else None
+        if found is not None:
+            return found
+        if isinstance(expr, ir.Name):
+            return Raw(RawName(expr.id), span)
+        raise CheckError(
+            f"`{dotted(expr)}` does not name anything here",
+            span=span,
+            code="unknown-name",
+        )
+    if isinstance(expr, ir.ListExpr):
+        return Raw([evaluate(i, lookup) for i in expr.items], span)
+    if isinstance(expr, ir.MapExpr):
+        return Raw({e.key: evaluate(e.value, lookup) for e in expr.entries}, span)
+    if isinstance(expr, ir.Replicate):
+        item = evaluate(expr.value, lookup)
+        return Raw([item] * expr.count, span)
+    if isinstance(expr, ir.Call):
+        func = dotted(expr.func)
+        if func is None:
+            raise CheckError(
+                "only a named kind can be called", span=expr.func.span, code="not-callable"
+            )
+        return Raw(
+            RawCall(
+                func,
+                expr.func.span,
+                [evaluate(a, lookup) for a in expr.args],
+                {k.name: (evaluate(k.value, lookup), k.span) for k in expr.kwargs},
+            ),
+            span,
+        )
+    if isinstance(expr, ir.Neg):
+        inner = evaluate(expr.operand, lookup)
+        return Raw(_arith("-", Raw(0, span), inner, span), span)
+    if isinstance(expr, ir.BinOp):
+        left, right = evaluate(expr.left, lookup), evaluate(expr.right, lookup)
+        return Raw(_arith(expr.op, left, right, span), span)
+    if isinstance(expr, ir.TypeExpr):
+        raise CheckError("a type is not a value", span=span, code="wrong-type")
+    raise CheckError(f"cannot evaluate {type(expr).__name__}", span=span, code="wrong-type")
+
+
+def dotted(expr: ir.Expr) -> str | None:
+    if isinstance(expr, ir.Name):
+        return expr.id
+    if isinstance(expr, ir.Attr):
+        base = dotted(expr.obj)
+        return f"{base}.{expr.name}" if base else None
+    return None
+
+
+def _arith(op: str, left: Raw, right: Raw, span: ir.Span | None) -> Any:
+    a, b = left.value, right.value
+    symbolic = isinstance(a, Symbol) or isinstance(b, Symbol)
+    if symbolic and all(_is_number(x) or isinstance(x, Symbol) for x in (a, b)):
+        return Symbol(ref=f"({_sym(a)} {op} {_sym(b)})")
+    if op == "+" and isinstance(a, str) and isinstance(b, str):
+        return a + b
+    for side in (left, right):
+        if not _is_number(side.value):
+            raise CheckError(
+                f"`{op}` needs numbers",
+                span=side.span,
+                code="wrong-type",
+                expected="an int or a float",
+                found=side.describe(),
+            )
+    try:
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b
+        if op == "//":
+            return a // b
+        if op == "%":
+            return a % b
+        result = a**b
+        if isinstance(result, complex) or (isinstance(result, float) and math.isinf(result)):
+            raise OverflowError
+        return result
+    except ZeroDivisionError:
+        raise CheckError("division by zero", span=span, code="division-by-zero") from None
+    except OverflowError:
+        raise CheckError("number too large", span=span, code="overflow") from None
+
+
+def _sym(v: Any) -> str:
+    return v.ref if isinstance(v, Symbol) else repr(v)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def from_python(value: Any) -> Raw:
+    """A catalogue default as a Raw value (no span: its origin is the catalogue)."""
+    if isinstance(value, list | tuple):
+        return Raw([from_python(v) for v in value])
+    if isinstance(value, dict):
+        return Raw({k: from_python(v) for k, v in value.items()})
+    return Raw(value)
+
+
+# ------------------------------------------------------------------------------------ conform
+
+
+UserBinder = Callable[
+    [str, list[Raw], dict[str, tuple[Raw, ir.Span | None]], ir.Span | None, "Context"],
+    CallValue | None,
+]
+"""Binds a call of a user-declared layer; None when the name is not a user layer."""
+
+
+@dataclass
+class Context:
+    """What `conform` needs beyond the type: user layers and the bare names valid here."""
+
+    names: dict[str, Any] = field(default_factory=dict)
+    """Values of bare names that are valid here (e.g. sibling layers for `tie = embed`)."""
+    user_layers: tuple[str, ...] = ()
+    user_binder: UserBinder | None = None
+    bare_strings: bool = False
+    """Accept a bare word where a string is expected (for `--set backend=tf` on a shell)."""
+
+    def bind_layer(self, raw: Raw) -> CallValue:
+        return bind_kind(raw, "layer", self, "layer")
+
+
+def kind_names(namespace: str, ctx: Context) -> list[str]:
+    user = list(ctx.user_layers) if namespace == "layer" else []
+    return REGISTRY.names(namespace) + user
+
+
+def conform(raw: Raw, type_: Type, ctx: Context, what: str = "value") -> Any:
+    """Check `raw` against `type_` and return the resolved value, or raise a CheckError."""
+    v = raw.value
+    name = type_.name
+    if name == "any":
+        return plain(raw)
+    if name == "none":
+        if v is None:
+            return None
+        raise _mismatch(raw, type_, what)
+    if name == "union":
+        errors: list[CheckError] = []
+        # Prefer the alternative that matches the value's shape, so errors come from the right one.
+        for alt in sorted(type_.args, key=lambda t: not _shape_matches(raw, t)):
+            try:
+                return conform(raw, alt, ctx, what)
+            except CheckError as e:
+                errors.append(e)
+        specific = [e for e in errors if e.code != "wrong-type"]
+        if specific:
+            raise specific[0]
+        raise _mismatch(raw, type_, what)
+    if isinstance(v, Symbol):
+        if name in ("int", "float"):
+            return v
+        raise _mismatch(raw, type_, what)
+    if name == "int":
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+        raise _mismatch(raw, type_, what)
+    if name == "float":
+        if _is_number(v):
+            return float(v)
+        raise _mismatch(raw, type_, what)
+    if name == "bool":
+        if isinstance(v, bool):
+            return v
+        raise _mismatch(raw, type_, what)
+    if name in ("str", "size") and ctx.bare_strings and isinstance(v, RawName):
+        return conform(Raw(v.id, raw.span), type_, ctx, what)
+    if name == "str":
+        if isinstance(v, str):
+            return v
+        raise _mismatch(raw, type_, what)
+    if name == "size":
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+        if isinstance(v, str) and parse_size(v) is not None:
+            return v
+        raise CheckError(
+            f"{what} is not a byte size",
+            span=raw.span,
+            code="bad-size",
+            expected='a size such as "512MiB", "2GiB" or "1.5GB", or a whole number of bytes',
+            found=raw.describe(),
+        )
+    if name == "dtype":
+        text = v.id if isinstance(v, RawName) else v
+        if isinstance(text, str) and text in DTYPES:
+            return text
+        suggestion = did_you_mean(text, DTYPES) if isinstance(text, str) else None
+        raise CheckError(
+            f"{what} is not a dtype",
+            span=raw.span,
+            code="unknown-dtype",
+            expected=", ".join(DTYPES),
+            found=raw.describe(),
+            suggestion=suggestion,
+        )
+    if name == "enum":
+        text = v.id if isinstance(v, RawName) else v
+        if isinstance(text, str) and text in type_.choices:
+            return text
+        raise CheckError(
+            f"{what} must be one of {', '.join(repr(c) for c in type_.choices)}",
+            span=raw.span,
+            code="bad-choice",
+            expected=str(type_),
+            found=raw.describe(),
+            suggestion=did_you_mean(text, type_.choices) if isinstance(text, str) else None,
+        )
+    if name == "layer":
+        if isinstance(v, RawName) and v.id in ctx.names:
+            return v.id
+        raise CheckError(
+            f"{what} must name a sibling layer",
+            span=raw.span,
+            code="unknown-name",
+            expected="the name of a layer declared in this body",
+            found=raw.describe(),
+            suggestion=did_you_mean(v.id, ctx.names) if isinstance(v, RawName) else None,
+        )
+    if name == "list":
+        if not isinstance(v, list):
+            raise _mismatch(raw, type_, what)
+        elem = type_.args[0]
+        return [conform(item, elem, ctx, f"item {i} of {what}") for i, item in enumerate(v)]
+    if name == "map":
+        if not isinstance(v, dict):
+            raise _mismatch(raw, type_, what)
+        key_t, val_t = type_.args
+        out = {}
+        for k, item in v.items():
+            key = conform(Raw(k, item.span), key_t, ctx, f"a key of {what}")
+            out[key] = conform(item, val_t, ctx, f"{what}[{k}]")
+        return out
+    if name == "kind":
+        return bind_kind(raw, type_.choices[0], ctx, what)
+    raise _mismatch(raw, type_, what)
+
+
+def _shape_matches(raw: Raw, t: Type) -> bool:
+    v = raw.value
+    if t.name == "kind":
+        return isinstance(v, RawCall | RawName | str)
+    if t.name in ("int", "float"):
+        return _is_number(v) or isinstance(v, Symbol)
+    if t.name == "none":
+        return v is None
+    return True
+
+
+def _mismatch(raw: Raw, type_: Type, what: str) -> CheckError:
+    hint = None
+    if isinstance(raw.value, RawName) and type_.name in ("str", "size"):
+        hint = f'strings are quoted: "{raw.value.id}"'
+    return CheckError(
+        f"{what} has the wrong type",
+        span=raw.span,
+        code="wrong-type",
+        expected=_type_words(type_),
+        found=raw.describe(),
+        hint=hint,
+    )
+
+
+def _type_words(t: Type) -> str:
+    if t.name == "kind":
+        return f"a {t.choices[0]} (e.g. {', '.join(REGISTRY.names(t.choices[0])[:3])})"
+    if t.name == "union":
+        return " or ".join(_type_words(a) for a in t.args)
+    return str(t)
+
+
+def bind_kind(raw: Raw, namespace: str, ctx: Context, what: str = "value") -> CallValue:
+    """Bind a call (or a bare name, or a default string) of a kind in `namespace`."""
+    v = raw.value
+    if isinstance(v, CallValue) and v.namespace == namespace:
+        return v
+    if isinstance(v, RawName | str):
+        func, func_span, args, kwargs = (v.id if isinstance(v, RawName) else v), raw.span, [], {}
+    elif isinstance(v, RawCall):
+        func, func_span, args, kwargs = v.func, v.func_span, v.args, v.kwargs
+    else:
+        raise _mismatch(raw, Type("kind", choices=(namespace,)), what)
+    if namespace == "layer" and ctx.user_binder is not None:
+        bound = ctx.user_binder(func, args, kwargs, raw.span, ctx)
+        if bound is not None:
+            return bound
+    spec = REGISTRY.get(namespace, func)
+    if spec is None:
+        candidates = kind_names(namespace, ctx)
+        raise CheckError(
+            f"unknown {namespace} `{func}`",
+            span=func_span,
+            code="unknown-kind",
+            expected=f"one of {', '.join(candidates)}" if len(candidates) <= 12 else None,
+            found=f"`{func}`",
+            suggestion=did_you_mean(func, candidates),
+            hint=f"`seqc layers` lists every {namespace}" if namespace == "layer" else None,
+        )
+    return bind_args(spec, args, kwargs, raw.span, ctx)
+
+
+def bind_args(
+    spec: KindSpec,
+    args: list[Raw],
+    kwargs: dict[str, tuple[Raw, ir.Span | None]],
+    span: ir.Span | None,
+    ctx: Context,
+) -> CallValue:
+    """Match arguments to params, check each one's type, and fill in defaults."""
+    given: dict[str, Raw] = {}
+    if len(args) > len(spec.positional):
+        extra = args[len(spec.positional)]
+        allowed = ", ".join(spec.positional) or "none"
+        raise CheckError(
+            f"`{spec.name}` takes {len(spec.positional)} positional argument(s), got {len(args)}",
+            span=extra.span,
+            code="too-many-args",
+            expected=f"positional params: {allowed}",
+            hint="name the extra arguments, e.g. `name = value`",
+        )
+    for pname, raw in zip(spec.positional, args, strict=False):
+        given[pname] = raw
+    for kname, (raw, kspan) in kwargs.items():
+        pspec = spec.param(kname)
+        if pspec is None:
+            raise CheckError(
+                f"`{spec.name}` has no param `{kname}`",
+                span=kspan,
+                code="unknown-param",
+                expected=f"one of {', '.join(spec.param_names)}" if spec.params else "no params",
+                found=f"`{kname}`",
+                suggestion=did_you_mean(kname, spec.param_names),
+            )
+        if kname in given:
+            raise CheckError(
+                f"`{kname}` is given twice (by position and by name)",
+                span=kspan,
+                code="duplicate-argument",
+            )
+        given[kname] = raw
+    out: dict[str, Any] = {}
+    for p in spec.params:
+        if p.name in given:
+            out[p.name] = conform(given[p.name], p.type, ctx, f"`{spec.name}.{p.name}`")
+        elif p.required:
+            raise CheckError(
+                f"`{spec.name}` needs `{p.name}`",
+                span=span,
+                code="missing-param",
+                expected=f"`{p.name}: {p.type}` ({p.doc})" if p.doc else f"`{p.name}: {p.type}`",
+                hint=f"add `{p.name} = ...` to the call",
+            )
+        else:
+            out[p.name] = conform(from_python(p.default), p.type, ctx, f"`{spec.name}.{p.name}`")
+    return CallValue(kind=spec.name, namespace=spec.namespace, args=out)
+
+
+def plain(raw: Raw) -> Any:
+    """A raw value as plain Python (names become strings); for fields typed `any`."""
+    v = raw.value
+    if isinstance(v, list):
+        return [plain(i) for i in v]
+    if isinstance(v, dict):
+        return {k: plain(i) for k, i in v.items()}
+    if isinstance(v, RawName):
+        return v.id
+    if isinstance(v, RawCall):
+        raise CheckError("a call is not allowed here", span=raw.span, code="wrong-type")
+    return v
