@@ -80,7 +80,7 @@ def _print_error(e: SeqcError) -> None:
     err.print(f"[bold]{escape(loc)}[/]: [bold red]{escape(msg)}[/]")
     for line in rest:
         style = "cyan" if line.lstrip().startswith(("expected", "found")) else ""
-        if line.strip().startswith("|") or "^" in line and set(line.split("|")[-1]) <= {" ", "^"}:
+        if line.strip().startswith("|") or ("^" in line and set(line.split("|")[-1]) <= {" ", "^"}):
             style = "bold red"
         if "did you mean" in line or line.strip().startswith("hint:"):
             style = "green"
@@ -255,7 +255,9 @@ def show(
         out.print(f"[bold]experiment {escape(r.name)}[/]  ({escape(chain)})")
         width = max(len(p) for p, _ in r.leaves())
         for path, value in r.leaves():
-            text = value if isinstance(value, str) and value.endswith("(...)") else show_value(value)
+            text = (
+                value if isinstance(value, str) and value.endswith("(...)") else show_value(value)
+            )
             line = f"  {path:<{width}} = {text}"
             if provenance:
                 origin = r.origin(path)

@@ -83,8 +83,6 @@ def layer_kind_spec(decl: ir.LayerDecl) -> KindSpec:
     return KindSpec(decl.name, "layer", decl.doc or "", params, tuple(p.name for p in params))
 
 
-
-
 def bind_user_layer(
     decl: ir.LayerDecl,
     args: list[Raw],
@@ -238,10 +236,7 @@ def _assignable(src: Type, dst: Type) -> bool:
 def _has_names(expr: ir.Expr) -> bool:
     if isinstance(expr, ir.Name):
         return True
-    return any(
-        _has_names(v)
-        for v in _children(expr)
-    )
+    return any(_has_names(v) for v in _children(expr))
 
 
 def _children(expr: ir.Expr) -> list[ir.Expr]:
@@ -317,9 +312,7 @@ def _call_target(
     )
 
 
-def check_call(
-    call: ir.Call, layers: dict[str, ir.LayerDecl], scope: dict[str, Type]
-) -> str:
+def check_call(call: ir.Call, layers: dict[str, ir.LayerDecl], scope: dict[str, Type]) -> str:
     """Check one sub-layer call statically; returns the kind's name."""
     name, params, positional, user = _call_target(call, layers)
     by_name = {p.name: p for p in params}

@@ -38,9 +38,15 @@ from seqc.compiler.values import (
     show_value,
 )
 from seqc.spec import ir
-from seqc.spec.errors import CheckError, Note, ResolveError, UsageError, did_you_mean
+from seqc.spec.errors import (
+    CheckError,
+    Note,
+    ResolveError,
+    UsageError,
+    did_you_mean,
+    remember_source,
+)
 from seqc.spec.kinds import REGISTRY, KindSpec
-from seqc.spec.errors import remember_source
 from seqc.spec.parser import parse_expr
 
 BLOCKS = ("train", "distribution", "export")
@@ -573,9 +579,9 @@ class Resolver:
         input_config: dict[str, Any],
     ) -> tuple[CallValue, LayerInstance]:
         def lookup(expr: ir.Expr) -> Raw | None:
-            if isinstance(expr, ir.Attr) and isinstance(expr.obj, ir.Name):
-                if expr.obj.id == "input":
-                    return Raw(self._input_attr(input_config, expr), expr.span)
+            is_input = isinstance(expr, ir.Attr) and isinstance(expr.obj, ir.Name)
+            if is_input and expr.obj.id == "input":  # type: ignore[union-attr]
+                return Raw(self._input_attr(input_config, expr), expr.span)  # type: ignore[arg-type]
             return None
 
         assert model_stmt.value is not None
@@ -600,9 +606,7 @@ class Resolver:
         spec = layer_kind_spec(decl)
         if overrides:
             # Overrides are by name; turn positional arguments into named ones first.
-            kwargs = {
-                n: (a, a.span) for n, a in zip(spec.param_names, call.args, strict=False)
-            }
+            kwargs = {n: (a, a.span) for n, a in zip(spec.param_names, call.args, strict=False)}
             kwargs.update(call.kwargs)
             call = RawCall(call.func, call.func_span, call.args[len(spec.params) :], kwargs)
         for st in overrides:

@@ -66,9 +66,9 @@ def freeze(value: Any) -> Any:
     """Deep-freeze a value tree: dicts become FrozenDicts, lists tuples."""
     if isinstance(value, CallValue):
         return CallValue(
-            kind=value.kind, namespace=value.namespace, args=FrozenDict(
-                {k: freeze(v) for k, v in value.args.items()}
-            )
+            kind=value.kind,
+            namespace=value.namespace,
+            args=FrozenDict({k: freeze(v) for k, v in value.args.items()}),
         )
     if isinstance(value, dict):
         return FrozenDict({k: freeze(v) for k, v in value.items()})

@@ -31,7 +31,9 @@ class Span(BaseModel):
 class Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    span: Span | None = Field(default=None, description="Where in the source this node was written.")
+    span: Span | None = Field(
+        default=None, description="Where in the source this node was written."
+    )
 
 
 class Stmt(Node):

@@ -31,7 +31,7 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class KindSpec:
-    """One callable kind. `positional` lists the params that may be given without a name, in order."""
+    """One callable kind. `positional`: the params that may be given without a name, in order."""
 
     name: str
     namespace: str
@@ -81,7 +81,7 @@ def declare(
     *params: ParamSpec,
     positional: tuple[str, ...] | None = None,
 ) -> KindSpec:
-    """Add a kind to the global registry. Positional params default to the required ones, in order."""
+    """Add a kind to the registry. Positional params default to the required ones, in order."""
     if positional is None:
         positional = tuple(p.name for p in params if p.required)
     return REGISTRY.add(KindSpec(name, namespace, doc, tuple(params), positional))

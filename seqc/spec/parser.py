@@ -46,7 +46,9 @@ def parse_file(path: str | Path) -> ir.SpecFile:
     except FileNotFoundError:
         raise FileError(f"no such file: {p}", path=str(p), code="file-not-found") from None
     except IsADirectoryError:
-        raise FileError(f"{p} is a directory, not a .seq file", path=str(p), code="is-dir") from None
+        raise FileError(
+            f"{p} is a directory, not a .seq file", path=str(p), code="is-dir"
+        ) from None
     except UnicodeDecodeError as e:
         raise FileError(
             f"{p} is not UTF-8 text (byte {e.start})", path=str(p), code="not-utf8"
@@ -227,7 +229,9 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
             end_col=tok.end_column or tok.column + 1,
         )
     words = sorted({_describe_terminal(t) for t in expected_names})
-    expected = ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
+    expected = (
+        ", ".join(words[:-1]) + (" or " if len(words) > 1 else "") + words[-1] if words else ""
+    )
     suggestion = None
     keywords = _expected_keywords(expected_names)
     if tok.type == "NAME" and keywords:

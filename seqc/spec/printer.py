@@ -197,7 +197,8 @@ def _flat(e: ir.Expr) -> str:
     if isinstance(e, ir.BinOp):
         p = _PREC[e.op]
         if e.op == "**":  # right-associative; its left side must be a postfix expression
-            return f"{_wrap(e.left, _prec(e.left) < _ATOM_PREC)} ** {_wrap(e.right, _prec(e.right) < _NEG_PREC)}"
+            left = _wrap(e.left, _prec(e.left) < _ATOM_PREC)
+            return f"{left} ** {_wrap(e.right, _prec(e.right) < _NEG_PREC)}"
         return f"{_wrap(e.left, _prec(e.left) < p)} {e.op} {_wrap(e.right, _prec(e.right) <= p)}"
     if isinstance(e, ir.Neg):
         return f"-{_wrap(e.operand, _prec(e.operand) < _NEG_PREC)}"

@@ -15,7 +15,7 @@ DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "bool")
 
 @dataclass(frozen=True)
 class Type:
-    """A parameter type. `name` is one of the scalar names, `list`, `map`, `enum`, `kind`, `union`."""
+    """A param type. `name`: a scalar name, or `list`, `map`, `enum`, `kind`, `union`."""
 
     name: str
     args: tuple[Type, ...] = ()
