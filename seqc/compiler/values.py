@@ -89,7 +89,8 @@ def show_value(value: Any) -> str:
     if value is None:
         return "none"
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return '"' + escaped.replace("\n", "\\n").replace("\t", "\\t") + '"'
     if isinstance(value, float):
         return repr(value)
     if isinstance(value, dict):

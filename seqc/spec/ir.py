@@ -39,8 +39,13 @@ class Node(BaseModel):
 class Stmt(Node):
     """A node that stands on its own line(s) and may carry comments."""
 
-    comments: tuple[str, ...] = Field(default=(), description="Comment lines written just before.")
+    comments: tuple[str, ...] = Field(
+        default=(), description='Comment lines written just before; "" marks a blank line.'
+    )
     trailing: str | None = Field(default=None, description="Comment at the end of its last line.")
+    blank_before: bool = Field(
+        default=False, description="A blank line separates it from the statement before."
+    )
 
 
 # ------------------------------------------------------------------------------------ expressions

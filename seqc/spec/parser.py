@@ -65,7 +65,7 @@ def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
     try:
-        spec = _ToIR(filename, _comments(text)).transform(tree)
+        spec = _ToIR(filename, _comments(text), text).transform(tree)
     except VisitError as e:  # a check inside the transformer (duplicate key, ...)
         if isinstance(e.orig_exc, ParseError):
             raise e.orig_exc from None
@@ -89,7 +89,7 @@ def parse_expr(text: str, filename: str) -> ir.Expr:
     except UnexpectedInput as e:
         raise _syntax_error(e, text, filename) from None
     try:
-        return _ToIR(filename, []).transform(tree)
+        return _ToIR(filename, [], text).transform(tree)
     except VisitError as e:
         if isinstance(e.orig_exc, ParseError):
             raise e.orig_exc from None
@@ -303,10 +303,11 @@ def _number(tok: Token) -> int | float:
 
 @v_args(meta=True)
 class _ToIR(Transformer):
-    def __init__(self, filename: str, comments: list[Token]) -> None:
+    def __init__(self, filename: str, comments: list[Token], text: str) -> None:
         super().__init__()
         self.file = filename
         self.comments = [_Comment(c.line, c.column, str(c)) for c in comments]
+        self.blank = [not line.strip() for line in text.split("\n")]
 
     # -- helpers
     def _span(self, meta: Any) -> ir.Span | None:
@@ -329,34 +330,65 @@ class _ToIR(Transformer):
             end_col=tok.end_column,
         )
 
-    def _take(self, lo: tuple[int, int], hi: tuple[int, int]) -> list[str]:
+    def _take(self, lo: tuple[int, int], hi: tuple[int, int]) -> list[_Comment]:
         """Claim the unclaimed comments that start in [lo, hi)."""
         taken = []
         for c in self.comments:
             if not c.claimed and lo <= (c.line, c.col) < hi:
                 c.claimed = True
-                taken.append(c.text)
+                taken.append(c)
         return taken
 
+    def _blank_between(self, a: int, b: int) -> bool:
+        """Is there a blank line strictly between lines a and b (1-based)?"""
+        return any(self.blank[i - 1] for i in range(a + 1, b) if 0 < i <= len(self.blank))
+
+    def _with_blanks(self, comments: list[_Comment], next_line: int) -> list[str]:
+        """Comment texts, with "" wherever a blank line separated a comment from what follows."""
+        out: list[str] = []
+        if not comments:
+            return out
+        for c, after in zip(comments, [*(c.line for c in comments[1:]), next_line], strict=True):
+            out.append(c.text)
+            if self._blank_between(c.line, after):
+                out.append("")
+        return out
+
     def _attach(
-        self, children: list[Any], lo: tuple[int, int], hi: tuple[int, int]
+        self,
+        children: list[Any],
+        lo: tuple[int, int],
+        hi: tuple[int, int],
+        claim_rest: bool = True,
     ) -> tuple[list[Any], list[str]]:
-        """Give each statement the comments before it and on its last line; return the rest."""
+        """Give each statement the comments before it and on its last line; return the rest.
+
+        Blank lines are kept as the formatter keeps them: one between statements that had any,
+        and inside comment blocks; never before the first statement of a block.
+        """
         out = []
-        prev = lo
-        for child in children:
+        prev, prev_line = lo, lo[0]
+        for idx, child in enumerate(children):
             span = child.span
             leading = self._take(prev, _pos(span))
             inside = self._take(_pos(span), _end(span))  # comments inside a multi-line value
             trailing_list = self._take(_end(span), (span.end_line + 1, 0)) if span else []
-            update: dict[str, Any] = {}
+            first_line = leading[0].line if leading else span.line
+            update: dict[str, Any] = {
+                "blank_before": idx > 0 and self._blank_between(prev_line, first_line)
+            }
             if leading or inside:
-                update["comments"] = tuple(child.comments) + tuple(leading) + tuple(inside)
+                texts = self._with_blanks(leading, span.line) + [c.text for c in inside]
+                update["comments"] = tuple(child.comments) + tuple(texts)
             if trailing_list:
-                update["trailing"] = " ".join(trailing_list)
-            out.append(child.model_copy(update=update) if update else child)
+                update["trailing"] = " ".join(c.text for c in trailing_list)
+            out.append(child.model_copy(update=update))
             prev = (span.end_line + 1, 0) if trailing_list and span else _end(span)
-        return out, self._take(prev, hi)
+            prev_line = span.end_line
+        if not claim_rest:
+            return out, []
+        rest = self._take(prev, hi)
+        return out, self._with_blanks(rest, rest[-1].line if rest else 0)
 
     # -- top level
     def start(self, meta: Any, children: list[Any]) -> ir.SpecFile:
@@ -364,8 +396,8 @@ class _ToIR(Transformer):
         version, header_span = header
         imports = [c for c in rest if isinstance(c, ir.Import)]
         decls = [c for c in rest if not isinstance(c, ir.Import)]
-        header_comments = self._take((0, 0), _pos(header_span))
-        header_end = (header_span.end_line + 1, 0)
+        header_comments = [c.text for c in self._take((0, 0), _pos(header_span))]
+        header_end = _end(header_span)  # a comment after `seqc 1` on its line is kept too
         stmts, end = self._attach([*imports, *decls], header_end, (10**9, 0))
         return ir.SpecFile(
             span=header_span,
@@ -373,7 +405,12 @@ class _ToIR(Transformer):
             version=version,
             header_comments=tuple(header_comments),
             imports=tuple(s for s in stmts if isinstance(s, ir.Import)),
-            decls=tuple(s for s in stmts if not isinstance(s, ir.Import)),
+            # Declarations are always one blank line apart; only imports keep their own blanks.
+            decls=tuple(
+                s.model_copy(update={"blank_before": False})
+                for s in stmts
+                if not isinstance(s, ir.Import)
+            ),
             end_comments=tuple(end),
         )
 
@@ -446,12 +483,15 @@ class _ToIR(Transformer):
         return str(children[0])
 
     def layer_decl(self, meta: Any, children: list[Any]) -> ir.LayerDecl:
-        kind, name, params, *rest = children
+        kind, name, *rest = children
+        # `params?` leaves no placeholder: a layer written without parentheses has no tuple here.
+        params = rest.pop(0) if rest and isinstance(rest[0], tuple) else None
         doc = rest[0] if rest and isinstance(rest[0], str) else None
         items = [r for r in rest if not isinstance(r, str) and r is not None]
         span = self._span(meta)
         params_list, params_span = params if params is not None else ([], None)
-        lo = _end(params_span) if params_span else _pos(span)
+        # From the `(`: comments left in the param list (before its `)`) go to the body, not away.
+        lo = _pos(params_span) if params_span else _pos(span)
         items, end = self._attach(items, lo, _end(span))
         forwards = [i for i in items if isinstance(i, ir.Forward)]
         if len(forwards) > 1:
@@ -475,8 +515,10 @@ class _ToIR(Transformer):
 
     def params(self, meta: Any, children: list[Any]) -> tuple[list[ir.Param], ir.Span | None]:
         span = self._span(meta)
-        items, _ = self._attach([c for c in children if c is not None], _pos(span), _end(span))
-        return items, span
+        # Comments after the last param stay unclaimed here; `layer_decl` gives them to its body.
+        params = [c for c in children if c is not None]
+        items, _ = self._attach(params, _pos(span), _end(span), claim_rest=False)
+        return [p.model_copy(update={"blank_before": False}) for p in items], span
 
     def param(self, meta: Any, children: list[Any]) -> ir.Param:
         name, type_, default, doc = children

@@ -8,6 +8,8 @@ attached. Parsing the output gives the same IR, spans aside, and printing is ide
 
 from __future__ import annotations
 
+import math
+
 from seqc.spec import ir
 
 WIDTH = 100
@@ -20,7 +22,7 @@ _ATOM_PREC = 10
 
 def format_spec(spec: ir.SpecFile) -> str:
     out: list[str] = []
-    out.extend(spec.header_comments)
+    out.extend(_comment_lines("", spec.header_comments))
     out.append(f"seqc {spec.version}")
     if spec.imports:
         out.append("")
@@ -31,7 +33,7 @@ def format_spec(spec: ir.SpecFile) -> str:
         out.extend(_decl(decl))
     if spec.end_comments:
         out.append("")
-        out.extend(spec.end_comments)
+        out.extend(_comment_lines("", spec.end_comments))
     return "\n".join(out) + "\n"
 
 
@@ -43,12 +45,18 @@ def _stmt(out: list[str], indent: str, node: ir.Stmt, text: str) -> None:
 
     `text` carries absolute indents on its continuation lines; only its first line is indented here.
     """
-    out.extend(indent + c for c in node.comments)
+    if node.blank_before:
+        out.append("")
+    out.extend(_comment_lines(indent, node.comments))
     lines = text.split("\n")
     if node.trailing:
         lines[-1] += "  " + node.trailing
     out.append(indent + lines[0])
     out.extend(lines[1:])
+
+
+def _comment_lines(indent: str, comments: tuple[str, ...]) -> list[str]:
+    return [indent + c if c else "" for c in comments]
 
 
 def _decl(decl: ir.Decl) -> list[str]:
@@ -80,7 +88,7 @@ def _body(body: ir.Body, indent: str) -> str:
         else:
             text = _expr(item.call, len(inner), inner)
         _stmt(lines, inner, item, text)
-    lines.extend(inner + c for c in body.end_comments)
+    lines.extend(_comment_lines(inner, body.end_comments))
     if not lines:
         return "{}"
     return "{\n" + "\n".join(lines) + "\n" + indent + "}"
@@ -109,7 +117,7 @@ def _layer(decl: ir.LayerDecl) -> str:
         _stmt(lines, inner, sub, prefix + _expr(sub.call, len(inner) + len(prefix), inner))
     if decl.forward is not None:
         _stmt(lines, inner, decl.forward, _forward(decl.forward, inner))
-    lines.extend(inner + c for c in decl.end_comments)
+    lines.extend(_comment_lines(inner, decl.end_comments))
     if not lines:
         return head + " {}"
     return head + " {\n" + "\n".join(lines) + "\n}"
@@ -139,7 +147,7 @@ def _forward(fwd: ir.Forward, indent: str) -> str:
         else:
             text = "return " + ", ".join(_expr(v, len(inner) + 7, inner) for v in stmt.values)
         _stmt(lines, inner, stmt, text)
-    lines.extend(inner + c for c in fwd.end_comments)
+    lines.extend(_comment_lines(inner, fwd.end_comments))
     if not lines:
         return head + " {}"
     return head + " {\n" + "\n".join(lines) + "\n" + indent + "}"
@@ -174,8 +182,18 @@ def _wrap(e: ir.Expr, need: bool) -> str:
 
 def _key(entry: ir.MapEntry) -> str:
     if entry.key_quoted or not isinstance(entry.key, str):
-        return _string(entry.key) if isinstance(entry.key, str) else repr(entry.key)
+        if isinstance(entry.key, str):
+            return _string(entry.key)
+        # repr(inf) would read back as the name `inf`; any overflowing literal reads back as inf.
+        return repr(entry.key) if math.isfinite(entry.key) else "1e999"
     return entry.key
+
+
+def _postfix_head(e: ir.Expr) -> str:
+    """The object of `.name` or the callee of `(...)`, parenthesized where it would re-parse
+    differently: `2.x` lexes as `2.` then `x`, and `4 x gpu().y` takes `.y` into the replica."""
+    need = _prec(e) < _ATOM_PREC or isinstance(e, ir.Number | ir.Replicate)
+    return _wrap(e, need)
 
 
 def _flat(e: ir.Expr) -> str:
@@ -191,9 +209,9 @@ def _flat(e: ir.Expr) -> str:
     if isinstance(e, ir.Name):
         return e.id
     if isinstance(e, ir.Attr):
-        return f"{_wrap(e.obj, _prec(e.obj) < _ATOM_PREC)}.{e.name}"
+        return f"{_postfix_head(e.obj)}.{e.name}"
     if isinstance(e, ir.Call):
-        return f"{_wrap(e.func, _prec(e.func) < _ATOM_PREC)}({', '.join(_args(e))})"
+        return f"{_postfix_head(e.func)}({', '.join(_args(e))})"
     if isinstance(e, ir.BinOp):
         p = _PREC[e.op]
         if e.op == "**":  # right-associative; its left side must be a postfix expression
@@ -224,7 +242,7 @@ def _expr(e: ir.Expr, column: int, indent: str) -> str:
         return flat
     inner = indent + INDENT
     if isinstance(e, ir.Call):
-        head = _wrap(e.func, _prec(e.func) < _ATOM_PREC) + "("
+        head = _postfix_head(e.func) + "("
         items = [_expr(a, len(inner), inner) for a in e.args] + [
             f"{k.name} = " + _expr(k.value, len(inner) + len(k.name) + 3, inner) for k in e.kwargs
         ]
