@@ -65,11 +65,9 @@ class FrozenDict(dict):
 def freeze(value: Any) -> Any:
     """Deep-freeze a value tree: dicts become FrozenDicts, lists tuples."""
     if isinstance(value, CallValue):
-        return CallValue(
-            kind=value.kind,
-            namespace=value.namespace,
-            args=FrozenDict({k: freeze(v) for k, v in value.args.items()}),
-        )
+        # model_construct: validation would copy the FrozenDict back into a plain dict.
+        args = FrozenDict({k: freeze(v) for k, v in value.args.items()})
+        return CallValue.model_construct(kind=value.kind, namespace=value.namespace, args=args)
     if isinstance(value, dict):
         return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list | tuple):
