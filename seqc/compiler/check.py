@@ -18,7 +18,7 @@ def check_program(
     check_layers(program)
     resolver = Resolver(program)
     for name in program.inputs:
-        resolver.resolve_input(f"<{name}>", name, [])
+        resolver.resolve_input(None, name, [])
     for name in program.tasks:
         resolver.resolve_task(name, [])
     names = [experiment] if experiment is not None else list(program.experiments)

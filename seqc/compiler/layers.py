@@ -269,7 +269,9 @@ def _check_arg(expr: ir.Expr, target: ParamSpec, owner: str, scope: dict[str, Ty
             code="not-callable",
             hint="declare it as a sub-layer and pass its name",
         )
-    if not _has_names(expr):
+    # A bare word is a choice where one is expected (`activation = gelu`), as in any block.
+    bare_word = isinstance(expr, ir.Name) and expr.id not in scope and _takes_word(target.type)
+    if not _has_names(expr) or bare_word:
         conform(evaluate(expr), target.type, Context(), what)
         return
     src = _infer(expr, scope)
@@ -281,6 +283,12 @@ def _check_arg(expr: ir.Expr, target: ParamSpec, owner: str, scope: dict[str, Ty
             expected=str(target.type),
             found=f"{src} (from `{_text(expr)}`)",
         )
+
+
+def _takes_word(t: Type) -> bool:
+    if t.name == "union":
+        return any(_takes_word(a) for a in t.args)
+    return t.name in ("enum", "dtype")
 
 
 def _text(expr: ir.Expr) -> str:
@@ -530,10 +538,10 @@ def _check_forward_expr(
         if not isinstance(func, ir.Name) or func.id not in sublayers:
             fname = func.id if isinstance(func, ir.Name) else _text(func)
             hint = None
-            if isinstance(func, ir.Name) and (
-                REGISTRY.get("layer", func.id) is not None or func.id in values
-            ):
+            if isinstance(func, ir.Name) and REGISTRY.get("layer", func.id) is not None:
                 hint = f"declare it first, e.g. `{func.id.lower()} = {func.id}(...)`"
+            elif isinstance(func, ir.Name) and (func.id in values or func.id in scope):
+                hint = f"`{func.id}` is a value, not a layer; only sub-layers are called"
             raise CheckError(
                 f"`{fname}` is not a sub-layer of `{decl.name}`",
                 span=func.span,

@@ -131,8 +131,8 @@ class _Stmt:
     bare_strings: bool = False
 
 
-def parse_override(text: str) -> _Stmt:
-    """`path=value` from the command line, e.g. `lm.model.d=128`."""
+def parse_override(text: str, line: int = 1) -> _Stmt:
+    """`path=value` from the command line, e.g. `lm.model.d=128`; the `line`th `--set`."""
     if "=" not in text:
         raise UsageError(
             f"--set needs path=value, got `{text}`",
@@ -149,13 +149,27 @@ def parse_override(text: str) -> _Stmt:
             expected="a dotted path such as lm.model.d",
             found=path,
         )
-    # Parse the value in place, so a caret under it lines up with the whole `--set` argument.
+    # Parse the value in place, so a caret under it lines up with the whole `--set` argument;
+    # the command line reads as a source with the Nth `--set` on line N.
     prefix = f"--set {path}="
     source = prefix + value
-    expr = parse_expr(" " * len(prefix) + (value if value.strip() else '""'), "<command line>")
-    remember_source("<command line>", source)
+    above = "\n" * (line - 1)
+    padded = above + " " * len(prefix) + (value if value.strip() else '""')
+    try:
+        expr = parse_expr(padded, "<command line>")
+    finally:  # a syntax error in the value renders the real argument, not the padding
+        remember_source("<command line>", above + source)
     origin = Origin(kind="override", where=f"--set {text}")
-    return _Stmt(parts, expr, expr.span, origin, bare_strings=True)
+    # The statement spans `path=value`, as an assignment in a spec spans the whole line, so an
+    # unknown field is underlined where it was written; type errors still point at the value.
+    span = ir.Span(
+        file="<command line>",
+        line=line,
+        col=len("--set ") + 1,
+        end_line=line,
+        end_col=len(source) + 1,
+    )
+    return _Stmt(parts, expr, span, origin, bare_strings=True)
 
 
 def _block_spec(name: str) -> KindSpec:
@@ -228,7 +242,8 @@ class Resolver:
     def resolve(self, name: str, overrides: list[str]) -> ResolvedExperiment:
         decl = self.program.experiment(name)
         chain, stmts = self.statements(decl)
-        stmts += [parse_override(o) for o in overrides]
+        stmts += [parse_override(o, i + 1) for i, o in enumerate(overrides)]
+        remember_source("<command line>", "\n".join(f"--set {o}" for o in overrides))
         exp_spec = _block_spec("experiment")
         config: dict[str, Any] = {}
         for p in exp_spec.params:
@@ -536,15 +551,19 @@ class Resolver:
             )
         return found
 
-    def resolve_input(self, task: str, input_name: str, stmts: list[_Stmt]) -> dict[str, Any]:
+    def resolve_input(
+        self, task: str | None, input_name: str, stmts: list[_Stmt]
+    ) -> dict[str, Any]:
+        """An input's config as seen by `task` (with that task's overrides), or on its own."""
         decl = self.program.inputs[input_name]
         spec = _block_spec("input")
-        prefix = f"{task}.input"
+        head = (task, "input") if task is not None else (input_name,)
+        prefix = ".".join(head)
         config = {"name": input_name, **self._defaults(spec, prefix)}
         self.prov[f"{prefix}.name"] = self.prov.get(prefix, DEFAULT)
         own = [
             _Stmt(
-                (task, "input", *item.path),
+                (*head, *item.path),
                 item.value,
                 item.span,
                 Origin(kind="spec", where=str(item.span)),
@@ -560,7 +579,7 @@ class Resolver:
                     code="bad-input-item",
                 )
         for st in [*own, *stmts]:
-            self._set(config, spec, st.path, 2, st, Context(bare_strings=st.bare_strings))
+            self._set(config, spec, st.path, len(head), st, Context(bare_strings=st.bare_strings))
         for p in spec.params:
             if p.required and p.name not in config:
                 raise CheckError(

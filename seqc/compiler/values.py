@@ -415,7 +415,7 @@ def conform(raw: Raw, type_: Type, ctx: Context, what: str = "value") -> Any:
         out = {}
         for k, item in v.items():
             key = conform(Raw(k, item.span), key_t, ctx, f"a key of {what}")
-            out[key] = conform(item, val_t, ctx, f"{what}[{k}]")
+            out[key] = conform(item, val_t, ctx, f"the value at key {k} of {what}")
         return out
     if name == "kind":
         return bind_kind(raw, type_.choices[0], ctx, what)

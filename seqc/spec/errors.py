@@ -37,7 +37,11 @@ def did_you_mean(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> s
     if close:
         return close[0]
     lowered = {c.lower(): c for c in pool}
-    return lowered.get(name.lower())
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    # Short names defeat the ratio (`ml` vs `lm`): accept a pure transposition of letters.
+    anagrams = [c for c in pool if sorted(c) == sorted(name)]
+    return anagrams[0] if len(anagrams) == 1 else None
 
 
 @dataclass

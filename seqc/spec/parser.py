@@ -87,7 +87,12 @@ def parse_expr(text: str, filename: str) -> ir.Expr:
     try:
         tree = _lark().parse(text, start="expr")
     except UnexpectedInput as e:
-        raise _syntax_error(e, text, filename) from None
+        err = _syntax_error(e, text, filename)
+        # A value ends where the argument ends; "end of file" would puzzle on a command line.
+        err.message = err.message.replace("end of file", "end of the value")
+        err.found = err.found.replace("end of file", "end of the value") if err.found else None
+        err.hint = None
+        raise err from None
     try:
         return _ToIR(filename, [], text).transform(tree)
     except VisitError as e:
@@ -236,7 +241,7 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
     keywords = _expected_keywords(expected_names)
     if tok.type == "NAME" and keywords:
         suggestion = did_you_mean(str(tok.value), keywords)
-    if tok.line == 1 and tok.column == 1 and "SEQC" in e.expected:
+    if "SEQC" in e.expected:  # only the header expects `seqc`, even after comments or blanks
         return ParseError(
             "a .seq file starts with its language version",
             span=span,
@@ -247,10 +252,10 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
         )
     code = "unexpected-eof" if tok.type == "$END" else "unexpected-token"
     hint = "is a `}` or `)` missing?" if tok.type == "$END" else None
-    if tok.type == "IMPORT":
+    if tok.type == "IMPORT" or (tok.type == "NAME" and tok.value == "import"):  # lexed as a name
         hint = "imports come right after the `seqc` header, before any declaration"
     return ParseError(
-        f"unexpected {_describe_token(tok)}",
+        f"unexpected {_describe_token(tok).removeprefix('a ')}",  # "unexpected name `x`"
         span=span,
         code=code,
         expected=expected or None,
@@ -372,7 +377,9 @@ class _ToIR(Transformer):
             span = child.span
             leading = self._take(prev, _pos(span))
             inside = self._take(_pos(span), _end(span))  # comments inside a multi-line value
-            trailing_list = self._take(_end(span), (span.end_line + 1, 0)) if span else []
+            # Bounded by `hi`: in `layer L(d: int) {}  # c` the comment is the layer's, not `d`'s.
+            line_end = min((span.end_line + 1, 0), hi)
+            trailing_list = self._take(_end(span), line_end) if span else []
             first_line = leading[0].line if leading else span.line
             update: dict[str, Any] = {
                 "blank_before": idx > 0 and self._blank_between(prev_line, first_line)
@@ -417,7 +424,15 @@ class _ToIR(Transformer):
     def header(self, meta: Any, children: list[Any]) -> tuple[int, ir.Span | None]:
         (num,) = children
         value = _number(num)
-        return (int(value) if float(value).is_integer() else -1), self._span(meta)
+        if not float(value).is_integer():  # `seqc 1.5`: say what was written, not a placeholder
+            raise ParseError(
+                f"unsupported language version {num}",
+                span=self._span(meta),
+                code="bad-version",
+                expected=" or ".join(f"seqc {v}" for v in SUPPORTED_VERSIONS),
+                found=f"seqc {num}",
+            )
+        return int(value), self._span(meta)
 
     def import_stmt(self, meta: Any, children: list[Any]) -> ir.Import:
         return ir.Import(span=self._span(meta), path=_unescape(str(children[0])))
