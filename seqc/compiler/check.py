@@ -9,17 +9,23 @@ from __future__ import annotations
 from seqc.compiler.layers import check_layers
 from seqc.compiler.program import Program
 from seqc.compiler.resolve import ResolvedExperiment, Resolver, resolve
+from seqc.spec.parser import gc_paused
 
 
 def check_program(
     program: Program, experiment: str | None = None, overrides: list[str] | None = None
 ) -> list[ResolvedExperiment]:
-    """Check all layers, inputs and tasks, and resolve one experiment (or all of them)."""
-    check_layers(program)
-    resolver = Resolver(program)
-    for name in program.inputs:
-        resolver.resolve_input(None, name, [])
-    for name in program.tasks:
-        resolver.resolve_task(name, [])
-    names = [experiment] if experiment is not None else list(program.experiments)
-    return [resolve(program, n, overrides) for n in names]
+    """Check all layers, inputs and tasks, and resolve one experiment (or all of them).
+
+    The garbage collector is paused, as for a parse: what is built here stays alive until the
+    check ends, and the collector's passes over a large program's IR cost a quarter of it.
+    """
+    with gc_paused():
+        check_layers(program)
+        resolver = Resolver(program)
+        for name in program.inputs:
+            resolver.resolve_input(None, name, [])
+        for name in program.tasks:
+            resolver.resolve_task(name, [])
+        names = [experiment] if experiment is not None else list(program.experiments)
+        return [resolve(program, n, overrides) for n in names]

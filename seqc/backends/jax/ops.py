@@ -1,0 +1,227 @@
+"""One JAX function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`).
+
+Each takes the op's input arrays, its attrs, and a `Ctx` (symbol sizes, rng, training flag), and
+returns one array. Keeping this a flat table, like Keras' per-backend op modules, is what lets the
+TF and ONNX backends mirror it name for name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+DTYPES = {
+    "float32": jnp.float32,
+    "bfloat16": jnp.bfloat16,
+    "float16": jnp.float16,
+    "int32": jnp.int32,
+    "int64": jnp.int64,
+    "bool": jnp.bool_,
+}
+
+
+@dataclass
+class Ctx:
+    """What an op needs besides its inputs: sizes of symbolic dims, randomness, the mode."""
+
+    dims: dict[str, int] = field(default_factory=dict)
+    rng: jax.Array | None = None
+    training: bool = False
+    compute_dtype: Any = jnp.float32
+    counter: int = 0
+
+    def next_key(self) -> jax.Array:
+        assert self.rng is not None, "dropout in training needs an rng"
+        self.counter += 1
+        return jax.random.fold_in(self.rng, self.counter)
+
+    def shape(self, shape: tuple) -> tuple[int, ...]:
+        return tuple(d if isinstance(d, int) else self.dims[d] for d in shape)
+
+
+Fn = Callable[[list[jax.Array], dict[str, Any], Ctx], jax.Array]
+OPS: dict[str, Fn] = {}
+
+
+def op(*names: str) -> Callable[[Fn], Fn]:
+    def register(fn: Fn) -> Fn:
+        for n in names:
+            OPS[n] = fn
+        return fn
+
+    return register
+
+
+def _unary(f: Callable[[jax.Array], jax.Array]) -> Fn:
+    return lambda xs, attrs, ctx: f(xs[0])
+
+
+def _binary(f: Callable[[jax.Array, jax.Array], jax.Array]) -> Fn:
+    return lambda xs, attrs, ctx: f(xs[0], xs[1])
+
+
+for _name, _f in {
+    "neg": jnp.negative,
+    "exp": jnp.exp,
+    "log": jnp.log,
+    "tanh": jnp.tanh,
+    "sigmoid": jax.nn.sigmoid,
+    "relu": jax.nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "silu": jax.nn.silu,
+    "rsqrt": jax.lax.rsqrt,
+    "sqrt": jnp.sqrt,
+    "square": jnp.square,
+    "sin": jnp.sin,
+    "cos": jnp.cos,
+    "logical_not": jnp.logical_not,
+    "identity": lambda x: x,
+}.items():
+    OPS[_name] = _unary(_f)
+
+for _name, _g in {
+    "add": jnp.add,
+    "sub": jnp.subtract,
+    "mul": jnp.multiply,
+    "div": jnp.divide,
+    "maximum": jnp.maximum,
+    "minimum": jnp.minimum,
+    "less": jnp.less,
+    "less_equal": jnp.less_equal,
+    "greater": jnp.greater,
+    "equal": jnp.equal,
+    "logical_and": jnp.logical_and,
+    "logical_or": jnp.logical_or,
+}.items():
+    OPS[_name] = _binary(_g)
+
+
+@op("constant")
+def _constant(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.asarray(np.asarray(attrs["value"]))
+
+
+@op("fill")
+def _fill(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.full(ctx.shape(attrs["shape"]), attrs["value"], ctx.compute_dtype)
+
+
+@op("cast")
+def _cast(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    dtype = DTYPES[attrs["dtype"]]
+    if attrs["dtype"] == "float32":
+        dtype = ctx.compute_dtype
+    return xs[0].astype(dtype)
+
+
+@op("where")
+def _where(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    cond, a, b = xs
+    return jnp.where(cond, a, jnp.asarray(b, a.dtype))
+
+
+@op("matmul", "batched_matmul")
+def _matmul(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.matmul(xs[0], xs[1].astype(xs[0].dtype))
+
+
+def _reducer(f: Callable) -> Fn:
+    return lambda xs, attrs, ctx: f(xs[0], axis=attrs["axes"], keepdims=attrs["keepdims"])
+
+
+OPS["reduce_sum"] = _reducer(jnp.sum)
+OPS["reduce_mean"] = _reducer(jnp.mean)
+OPS["reduce_max"] = _reducer(jnp.max)
+
+
+@op("softmax")
+def _softmax(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jax.nn.softmax(xs[0].astype(jnp.float32), axis=attrs["axis"]).astype(xs[0].dtype)
+
+
+@op("log_softmax")
+def _log_softmax(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jax.nn.log_softmax(xs[0].astype(jnp.float32), axis=attrs["axis"])
+
+
+@op("layer_norm")
+def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """Statistics in float32 even under a bfloat16 compute dtype."""
+    x = xs[0].astype(jnp.float32)
+    i = 1
+    if attrs["rms"]:
+        y = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + attrs["eps"])
+    else:
+        mean = jnp.mean(x, axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        y = (x - mean) * jax.lax.rsqrt(var + attrs["eps"])
+    if attrs["scale"]:
+        y = y * xs[i]
+        i += 1
+    if attrs["bias"]:
+        y = y + xs[i]
+    return y.astype(xs[0].dtype)
+
+
+@op("gather")
+def _gather(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    table, ids = xs
+    return jnp.take(table, ids, axis=0).astype(ctx.compute_dtype)
+
+
+@op("reshape")
+def _reshape(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.reshape(xs[0], ctx.shape(attrs["shape"]))
+
+
+@op("transpose")
+def _transpose(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.transpose(xs[0], attrs["perm"])
+
+
+@op("concat")
+def _concat(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.concatenate(xs, axis=attrs["axis"])
+
+
+@op("slice")
+def _slice(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jax.lax.slice_in_dim(xs[0], attrs["start"], attrs["end"], axis=attrs["axis"])
+
+
+@op("iota")
+def _iota(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.arange(xs[0].shape[attrs["axis"]], dtype=jnp.int32)
+
+
+@op("causal_mask")
+def _causal(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    n = xs[0].shape[attrs["axis"]]
+    return jnp.tril(jnp.ones((n, n), jnp.bool_))
+
+
+@op("dropout")
+def _dropout(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    x = xs[0]
+    if not ctx.training or attrs["rate"] <= 0.0:
+        return x
+    shape = list(x.shape)
+    for a in attrs["broadcast_axes"]:
+        shape[a] = 1
+    keep = jax.random.bernoulli(ctx.next_key(), 1.0 - attrs["rate"], tuple(shape))
+    return jnp.where(keep, x / (1.0 - attrs["rate"]), jnp.zeros((), x.dtype)).astype(x.dtype)
+
+
+@op("conv1d")
+def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    x, w = xs
+    width = w.shape[0]
+    pad = [(width - 1, 0)] if attrs["padding"] == "causal" else "SAME"
+    return jax.lax.conv_general_dilated(
+        x, w.astype(x.dtype), (attrs["stride"],), pad, dimension_numbers=("NWC", "WIO", "NWC")
+    )

@@ -1,0 +1,375 @@
+"""The op graph: typed, shaped primitive ops that every backend, the cost model and the placer read.
+
+Layers are lowered once, here in the compiler, to a small fixed set of primitives (`PRIMITIVES`),
+so a backend is a table from primitive to framework op and a new layer kind is written once.
+Every op keeps the layer path it came from (`blocks.3.attn`) and the span of the user's line, so
+a shape error found while lowering points at the spec, never at a backend.
+
+Shapes are tuples of dims; a dim is an int or a symbolic name (`B`, `T`) bound when the graph
+runs. Params are named by layer path (`blocks.3.attn.q.w`) and carry a named, seeded initializer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from seqc.spec import ir
+from seqc.spec.errors import CheckError
+
+Dim = int | str
+Shape = tuple[Dim, ...]
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8, "bool": 1}
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: str
+    shape: Shape
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Init:
+    """A named initializer: `normal(std)`, `uniform(limit)`, `zeros`, `ones`, `glorot`."""
+
+    kind: str
+    scale: float = 1.0
+
+
+@dataclass
+class Param:
+    name: str
+    type: TensorType
+    init: Init
+    layer: str
+    span: ir.Span | None = None
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.type.shape:
+            assert isinstance(d, int)
+            n *= d
+        return n
+
+
+@dataclass
+class Op:
+    """One primitive application. `inputs` are value ids; the op's own id names its output."""
+
+    id: int
+    kind: str
+    inputs: tuple[int, ...]
+    attrs: dict[str, Any]
+    type: TensorType
+    layer: str
+    span: ir.Span | None = None
+    flops: int = 0
+    """FLOPs of this op with symbolic dims at the sizes last given to `cost.estimate`."""
+    bytes: int = 0
+    """Bytes of this op's output at those sizes (activation memory)."""
+
+
+@dataclass
+class Graph:
+    """A lowered model: named inputs, params by path, ops in topological order, outputs."""
+
+    inputs: dict[str, int] = field(default_factory=dict)
+    params: dict[str, Param] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)
+    outputs: list[int] = field(default_factory=list)
+    subgraphs: dict[str, Graph] = field(default_factory=dict)
+
+    def op(self, vid: int) -> Op:
+        return self.ops[vid]
+
+    def type_of(self, vid: int) -> TensorType:
+        return self.ops[vid].type
+
+
+class GraphBuilder:
+    """Appends ops with shape inference; the current layer path and span label each op."""
+
+    def __init__(self) -> None:
+        self.graph = Graph()
+        self.layer = ""
+        self.span: ir.Span | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    def _add(self, kind: str, inputs: tuple[int, ...], attrs: dict[str, Any], t: TensorType) -> int:
+        vid = len(self.graph.ops)
+        self.graph.ops.append(Op(vid, kind, inputs, attrs, t, self.layer, self.span))
+        return vid
+
+    def type(self, v: int) -> TensorType:
+        return self.graph.ops[v].type
+
+    def error(self, message: str, **kw: Any) -> CheckError:
+        return CheckError(message, span=self.span, code=kw.pop("code", "shape-mismatch"), **kw)
+
+    # ------------------------------------------------------------------ leaves
+    def input(self, name: str, t: TensorType) -> int:
+        vid = self._add("input", (), {"name": name}, t)
+        self.graph.inputs[name] = vid
+        return vid
+
+    def param(self, name: str, shape: Shape, init: Init, dtype: str = "float32") -> int:
+        full = f"{self.layer}.{name}" if self.layer else name
+        t = TensorType(dtype, shape)
+        if full not in self.graph.params:
+            self.graph.params[full] = Param(full, t, init, self.layer, self.span)
+        return self._add("param", (), {"name": full}, t)
+
+    def shared_param(self, full: str) -> int:
+        """A reference to a param created by another layer (weight tying)."""
+        p = self.graph.params[full]
+        return self._add("param", (), {"name": full}, p.type)
+
+    def constant(self, value: Any, dtype: str = "float32") -> int:
+        """A scalar or an array (nested lists or numpy) known at compile time."""
+        shape = tuple(getattr(value, "shape", ()))
+        return self._add("constant", (), {"value": value}, TensorType(dtype, shape))
+
+    def fill(self, value: float, shape: Shape, dtype: str = "float32") -> int:
+        """A tensor of one value whose shape may have symbolic dims (initial recurrent state)."""
+        return self._add("fill", (), {"value": value, "shape": shape}, TensorType(dtype, shape))
+
+    # ------------------------------------------------------------------ elementwise
+    def unary(self, kind: str, x: int) -> int:
+        assert kind in UNARY, kind
+        return self._add(kind, (x,), {}, self.type(x))
+
+    def binary(self, kind: str, a: int, b: int) -> int:
+        assert kind in BINARY, kind
+        ta, tb = self.type(a), self.type(b)
+        shape = self.broadcast(ta.shape, tb.shape, kind)
+        dtype = "bool" if kind in COMPARE else _result_dtype(ta.dtype, tb.dtype)
+        if kind in COMPARE or kind in LOGICAL:
+            dtype = "bool"
+        return self._add(kind, (a, b), {}, TensorType(dtype, shape))
+
+    def broadcast(self, a: Shape, b: Shape, what: str = "op") -> Shape:
+        out: list[Dim] = []
+        for i in range(max(len(a), len(b))):
+            da = a[len(a) - 1 - i] if i < len(a) else 1
+            db = b[len(b) - 1 - i] if i < len(b) else 1
+            if da == db or db == 1:
+                out.append(da)
+            elif da == 1:
+                out.append(db)
+            else:
+                raise self.error(
+                    f"shapes do not match in `{what}`",
+                    expected=_shape_text(a),
+                    found=_shape_text(b),
+                )
+        return tuple(reversed(out))
+
+    def where(self, cond: int, a: int, b: int) -> int:
+        shape = self.broadcast(
+            self.broadcast(self.type(cond).shape, self.type(a).shape), self.type(b).shape
+        )
+        return self._add("where", (cond, a, b), {}, TensorType(self.type(a).dtype, shape))
+
+    def cast(self, x: int, dtype: str) -> int:
+        if self.type(x).dtype == dtype:
+            return x
+        return self._add("cast", (x,), {"dtype": dtype}, TensorType(dtype, self.type(x).shape))
+
+    # ------------------------------------------------------------------ linear algebra
+    def matmul(self, x: int, w: int) -> int:
+        """x[..., k] @ w[k, n] -> [..., n]."""
+        tx, tw = self.type(x), self.type(w)
+        if tw.rank != 2 or tx.shape[-1] != tw.shape[0]:
+            raise self.error(
+                "the input width does not match the layer",
+                expected=f"[..., {tw.shape[0]}]",
+                found=_shape_text(tx.shape),
+            )
+        return self._add("matmul", (x, w), {}, TensorType(tx.dtype, (*tx.shape[:-1], tw.shape[1])))
+
+    def batched_matmul(self, a: int, b: int) -> int:
+        """a[..., m, k] @ b[..., k, n] -> [..., m, n] (attention scores and contexts)."""
+        ta, tb = self.type(a), self.type(b)
+        if ta.shape[-1] != tb.shape[-2] or ta.shape[:-2] != tb.shape[:-2]:
+            raise self.error(
+                "batched matmul shapes do not match",
+                expected=_shape_text((*ta.shape[:-2], ta.shape[-1], "n")),
+                found=_shape_text(tb.shape),
+            )
+        shape = (*ta.shape[:-1], tb.shape[-1])
+        return self._add("batched_matmul", (a, b), {}, TensorType(ta.dtype, shape))
+
+    # ------------------------------------------------------------------ reductions and norms
+    def reduce(self, kind: str, x: int, axes: tuple[int, ...], keepdims: bool = True) -> int:
+        assert kind in REDUCE, kind
+        t = self.type(x)
+        axes = tuple(a % t.rank for a in axes)
+        shape = tuple((1 if keepdims else None) if i in axes else d for i, d in enumerate(t.shape))
+        shape = tuple(d for d in shape if d is not None)
+        return self._add(
+            kind, (x,), {"axes": axes, "keepdims": keepdims}, TensorType(t.dtype, shape)
+        )
+
+    def softmax(self, x: int, axis: int = -1) -> int:
+        return self._add("softmax", (x,), {"axis": axis}, self.type(x))
+
+    def log_softmax(self, x: int, axis: int = -1) -> int:
+        return self._add("log_softmax", (x,), {"axis": axis}, self.type(x))
+
+    def layer_norm(self, x: int, scale: int | None, bias: int | None, eps: float, rms: bool) -> int:
+        inputs = (
+            (x,) + ((scale,) if scale is not None else ()) + ((bias,) if bias is not None else ())
+        )
+        attrs = {"eps": eps, "rms": rms, "scale": scale is not None, "bias": bias is not None}
+        return self._add("layer_norm", inputs, attrs, self.type(x))
+
+    # ------------------------------------------------------------------ indexing and layout
+    def gather(self, table: int, ids: int) -> int:
+        tt, ti = self.type(table), self.type(ids)
+        if not ti.dtype.startswith("int"):
+            raise self.error("token ids must be integers", expected="int32[...]", found=str(ti))
+        return self._add(
+            "gather", (table, ids), {}, TensorType(tt.dtype, (*ti.shape, *tt.shape[1:]))
+        )
+
+    def reshape(self, x: int, shape: Shape) -> int:
+        return self._add("reshape", (x,), {"shape": shape}, TensorType(self.type(x).dtype, shape))
+
+    def transpose(self, x: int, perm: tuple[int, ...]) -> int:
+        t = self.type(x)
+        shape = tuple(t.shape[p] for p in perm)
+        return self._add("transpose", (x,), {"perm": perm}, TensorType(t.dtype, shape))
+
+    def concat(self, xs: list[int], axis: int) -> int:
+        ts = [self.type(x) for x in xs]
+        axis = axis % ts[0].rank
+        total: Dim = 0
+        for t in ts:
+            d = t.shape[axis]
+            total = total + d if isinstance(total, int) and isinstance(d, int) else f"{total}+{d}"
+        shape = (*ts[0].shape[:axis], total, *ts[0].shape[axis + 1 :])
+        return self._add("concat", tuple(xs), {"axis": axis}, TensorType(ts[0].dtype, shape))
+
+    def slice(self, x: int, axis: int, start: int, end: int) -> int:
+        t = self.type(x)
+        axis = axis % t.rank
+        shape = (*t.shape[:axis], end - start, *t.shape[axis + 1 :])
+        attrs = {"axis": axis, "start": start, "end": end}
+        return self._add("slice", (x,), attrs, TensorType(t.dtype, shape))
+
+    def positions(self, like: int, axis: int) -> int:
+        """0, 1, ..., n-1 along `axis` of `like`, as int32[n]."""
+        n = self.type(like).shape[axis]
+        return self._add("iota", (like,), {"axis": axis}, TensorType("int32", (n,)))
+
+    def causal_mask(self, like: int, axis: int) -> int:
+        """bool[T, T]: position i may attend to j <= i."""
+        n = self.type(like).shape[axis]
+        return self._add("causal_mask", (like,), {"axis": axis}, TensorType("bool", (n, n)))
+
+    def dropout(self, x: int, rate: float, broadcast_axes: tuple[int, ...] = ()) -> int:
+        if rate <= 0.0:
+            return x
+        attrs = {"rate": rate, "broadcast_axes": broadcast_axes}
+        return self._add("dropout", (x,), attrs, self.type(x))
+
+    def conv1d(self, x: int, w: int, stride: int, padding: str) -> int:
+        """x[B, T, c_in] * w[width, c_in, c_out] -> [B, T', c_out] ("same" or "causal" padding)."""
+        tx, tw = self.type(x), self.type(w)
+        if tx.shape[-1] != tw.shape[1]:
+            raise self.error(
+                "the input width does not match the convolution",
+                expected=f"[B, T, {tw.shape[1]}]",
+                found=_shape_text(tx.shape),
+            )
+        t = tx.shape[1] if stride == 1 else f"ceil({tx.shape[1]}/{stride})"
+        attrs = {"stride": stride, "padding": padding}
+        return self._add(
+            "conv1d", (x, w), attrs, TensorType(tx.dtype, (tx.shape[0], t, tw.shape[2]))
+        )
+
+    def scan(self, name: str, body: Graph, xs: list[int], carries: list[int], reverse: bool) -> int:
+        """Run `body` along axis 1 of each xs ([B, T, ...]); its outputs are (y, *new carries).
+
+        The body's inputs are named `x0`, `x1`, ... (one time step of each xs, [B, ...]) and
+        `c0`, `c1`, ... (the carries); its params are the enclosing graph's, by name. The result
+        is the ys stacked along axis 1: [B, T, ...].
+        """
+        self.graph.subgraphs[name] = body
+        y_type = body.ops[body.outputs[0]].type
+        tx = self.type(xs[0])
+        shape = (tx.shape[0], tx.shape[1], *y_type.shape[1:])
+        attrs = {"body": name, "reverse": reverse, "n_xs": len(xs), "n_carries": len(carries)}
+        return self._add("scan", (*xs, *carries), attrs, TensorType(y_type.dtype, shape))
+
+
+def _shape_text(shape: Shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _result_dtype(a: str, b: str) -> str:
+    if a == b:
+        return a
+    floats = [d for d in (a, b) if d.startswith(("float", "bfloat"))]
+    return floats[0] if floats else a
+
+
+UNARY = {
+    "neg",
+    "exp",
+    "log",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "gelu",
+    "silu",
+    "rsqrt",
+    "sqrt",
+    "square",
+    "sin",
+    "cos",
+    "logical_not",
+    "identity",
+}
+COMPARE = {"less", "less_equal", "greater", "equal"}
+LOGICAL = {"logical_and", "logical_or"}
+BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"} | COMPARE | LOGICAL
+REDUCE = {"reduce_sum", "reduce_mean", "reduce_max"}
+PRIMITIVES = (
+    {
+        "input",
+        "param",
+        "constant",
+        "fill",
+        "conv1d",
+        "cast",
+        "where",
+        "matmul",
+        "batched_matmul",
+        "softmax",
+        "log_softmax",
+        "layer_norm",
+        "gather",
+        "reshape",
+        "transpose",
+        "concat",
+        "slice",
+        "iota",
+        "causal_mask",
+        "dropout",
+        "scan",
+    }
+    | UNARY
+    | BINARY
+    | REDUCE
+)
+"""Everything a backend implements. A new layer kind lowers to these; it adds none."""

@@ -1,0 +1,71 @@
+"""Token embeddings and position signals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from seqc.compiler.graph import GraphBuilder, Init
+from seqc.compiler.lower.call import LayerCall, lowering
+from seqc.spec.errors import CheckError
+
+
+@lowering("Embedding")
+def _embedding(b: GraphBuilder, c: LayerCall) -> int:
+    c.allow_kwargs()
+    ids = c.one_input()
+    vocab, d = c.args["vocab"], c.args["d"]
+    table = b.param("table", (vocab, d), Init("normal", c.args["init_scale"] / math.sqrt(d)))
+    x = b.gather(table, ids)
+    pad = c.args.get("padding_id")
+    if pad is not None:
+        keep = b.cast(
+            b.unary("logical_not", b.binary("equal", ids, b.constant(pad, "int32"))), "float32"
+        )
+        x = b.binary("mul", x, b.reshape(keep, (*b.type(ids).shape, 1)))
+    if c.args["scale_output"]:
+        x = b.binary("mul", x, b.constant(math.sqrt(d)))
+    return x
+
+
+def _check_width(b: GraphBuilder, c: LayerCall, x: int, d: int) -> None:
+    if b.type(x).shape[-1] != d:
+        raise CheckError(
+            f"`{c.path}` adds {d}-wide positions to a {b.type(x).shape[-1]}-wide input",
+            span=c.span,
+            code="shape-mismatch",
+            expected=f"[B, T, {d}]",
+            found=str(b.type(x)),
+        )
+
+
+@lowering("SinusoidalPosition")
+def _sinusoidal(b: GraphBuilder, c: LayerCall) -> int:
+    """x + [sin(t / ts_i), cos(t / ts_i)] with timescales geometric in [min, max] (Vaswani)."""
+    c.allow_kwargs()
+    x = c.one_input()
+    d = c.args["d"]
+    _check_width(b, c, x, d)
+    half = d // 2
+    lo, hi = c.args["min_timescale"], c.args["max_timescale"]
+    log_step = math.log(hi / lo) / max(half - 1, 1)
+    inv = (1.0 / lo) * np.exp(-log_step * np.arange(half, dtype=np.float64))
+    pos = b.cast(b.positions(x, axis=1), "float32")  # [T]
+    angles = b.binary(
+        "mul", b.reshape(pos, (b.type(pos).shape[0], 1)), b.constant(inv.astype(np.float32))
+    )
+    signal = b.concat([b.unary("sin", angles), b.unary("cos", angles)], axis=1)  # [T, 2*half]
+    if 2 * half != d:
+        raise CheckError("SinusoidalPosition needs an even width", span=c.span, code="bad-width")
+    return b.binary("add", x, signal)
+
+
+@lowering("LearnedPosition")
+def _learned(b: GraphBuilder, c: LayerCall) -> int:
+    c.allow_kwargs()
+    x = c.one_input()
+    d = c.args["d"]
+    _check_width(b, c, x, d)
+    table = b.param("table", (c.args["max_length"], d), Init("normal", c.args["init_scale"]))
+    return b.binary("add", x, b.gather(table, b.positions(x, axis=1)))
