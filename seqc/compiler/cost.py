@@ -56,7 +56,7 @@ def _eval(d: str, dims: dict[str, int]) -> int:
     if d in dims:
         return dims[d]
     try:  # composite dims such as "(T+1)" or "ceil(T/2)"
-        return int(eval(d, {"__builtins__": {}, "ceil": lambda x: -(-x // 1)}, dict(dims)))  # noqa: S307
+        return int(eval(d, {"__builtins__": {}, "ceil": lambda x: -(-x // 1)}, dict(dims)))
     except Exception:
         return 1
 

@@ -179,8 +179,10 @@ def _block_spec(name: str) -> KindSpec:
 
 
 class Resolver:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, symbols: dict[str, int] | None = None) -> None:
         self.program = program
+        self.symbols = dict(symbols or {})
+        """Values of data-dependent symbols once known, e.g. {"shakespeare.vocab_size": 4000}."""
         self.layers = program.layers
         self.prov: dict[str, Origin] = {}
 
@@ -674,8 +676,9 @@ class Resolver:
             if isinstance(tok, CallValue) and isinstance(tok.args.get("vocab_size"), int):
                 return tok.args["vocab_size"]
             if isinstance(tok, CallValue) and tok.kind == "bytes":
-                return 256
-            return Symbol(ref=f"{input_config['name']}.vocab_size")
+                return 260  # 256 byte values + pad, bos, eos, unk (seqc.data.tokenizers)
+            ref = f"{input_config['name']}.vocab_size"
+            return self.symbols.get(ref, Symbol(ref=ref))
         if name in input_config:
             return input_config[name]
         known = ["vocab_size", *input_config]
@@ -699,7 +702,13 @@ def _refers(expr: ir.Expr) -> bool:
     return False
 
 
-def resolve(program: Program, name: str, overrides: list[str] | None = None) -> ResolvedExperiment:
-    """Resolve experiment `name` of `program`, applying `--set` overrides last."""
+def resolve(
+    program: Program,
+    name: str,
+    overrides: list[str] | None = None,
+    symbols: dict[str, int] | None = None,
+) -> ResolvedExperiment:
+    """Resolve experiment `name` of `program`, applying `--set` overrides last. `symbols` gives
+    data-dependent values once the data is read (a character vocabulary's size)."""
     check_layers(program)
-    return Resolver(program).resolve(name, list(overrides or []))
+    return Resolver(program, symbols).resolve(name, list(overrides or []))

@@ -1,0 +1,51 @@
+"""Checkpoints with orbax: every N steps, written to a temporary folder and renamed when
+complete, so a crash mid-write never leaves a checkpoint that looks whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import orbax.checkpoint as ocp
+
+from seqc.spec.errors import FileError
+
+
+class Checkpoints:
+    def __init__(self, directory: Path, keep: int = 3) -> None:
+        self.directory = directory.resolve()
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(self, step: int, state: dict[str, Any]) -> None:
+        self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
+        self.manager.wait_until_finished()
+
+    def latest(self) -> int | None:
+        return self.manager.latest_step()
+
+    def restore(self, like: dict[str, Any], step: int | None = None) -> dict[str, Any]:
+        """Restore into the structure of `like` (a freshly initialised state)."""
+        step = self.latest() if step is None else step
+        if step is None:
+            raise FileError(
+                f"no checkpoint in {self.directory}",
+                path=str(self.directory),
+                code="no-checkpoint",
+                hint="train first, or drop --resume",
+            )
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        try:
+            return self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+        except Exception as e:  # orbax raises many kinds; all mean the same to a user
+            raise FileError(
+                f"checkpoint {step} in {self.directory} cannot be read: {type(e).__name__}: {e}",
+                path=str(self.directory / str(step)),
+                code="bad-checkpoint",
+                hint="it may be corrupt or from a different model; delete it to fall back to an "
+                "older one",
+            ) from None
+
+    def close(self) -> None:
+        self.manager.close()

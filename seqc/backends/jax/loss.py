@@ -1,0 +1,50 @@
+"""Training criteria on logits: masked cross-entropy with label smoothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from seqc.compiler.values import CallValue
+
+
+def cross_entropy(
+    logits: jax.Array, labels: jax.Array, mask: jax.Array, smoothing: float
+) -> tuple[jax.Array, jax.Array]:
+    """Per-token losses [B, T] (float32) and the mask as float32.
+
+    With smoothing s the target is (1 - s) on the label and s spread evenly over the vocabulary;
+    the loss is reported as that criterion, while perplexity uses the plain negative
+    log-likelihood (`nll`).
+    """
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+    if smoothing:
+        nll = (1.0 - smoothing) * nll - smoothing * jnp.mean(logp, axis=-1)
+    return nll, mask.astype(jnp.float32)
+
+
+def token_nll(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+
+
+def task_loss(
+    loss: CallValue, logits: jax.Array, labels: jax.Array, mask: jax.Array
+) -> dict[str, Any]:
+    """The task's criterion and the sums the metrics need (summed over tokens, not averaged,
+    so batches of different sizes combine exactly)."""
+    if loss.kind != "cross_entropy":
+        raise ValueError(f"loss {loss.kind} is not implemented on JAX yet")
+    per_tok, m = cross_entropy(logits, labels, mask, float(loss.args["label_smoothing"]))
+    tokens = jnp.sum(m)
+    total = jnp.sum(per_tok * m)
+    if loss.args.get("reduction") == "sequence":
+        value = total / jnp.maximum(jnp.sum(jnp.any(m > 0, axis=-1)), 1.0)
+    else:
+        value = total / jnp.maximum(tokens, 1.0)
+    nll = jnp.sum(token_nll(logits, labels) * m)
+    correct = jnp.sum((jnp.argmax(logits, axis=-1) == labels) * m)
+    return {"loss": value, "nll_sum": nll, "tokens": tokens, "correct": correct}

@@ -1,0 +1,126 @@
+"""Training and evaluation steps of a lowered model on JAX, each one `jax.jit`-compiled program.
+
+The state is a plain pytree (params, optimizer state, step, rng) so that checkpoints hold exactly
+what a resumed run needs to continue bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from seqc.backends.jax.init import init_params
+from seqc.backends.jax.interpret import run_graph
+from seqc.backends.jax.loss import task_loss
+from seqc.backends.jax.ops import Ctx
+from seqc.backends.jax.optim import optimizer
+from seqc.compiler.graph import Graph
+from seqc.compiler.values import CallValue
+from seqc.spec.errors import CheckError
+
+# Which batch field feeds a forward input of a given name (see seqc.data.batch).
+INPUT_FIELDS = {
+    "ids": "inputs",
+    "inputs": "inputs",
+    "tokens": "inputs",
+    "x": "inputs",
+    "src": "src",
+    "source": "src",
+    "src_mask": "src_mask",
+    "source_mask": "src_mask",
+    "tgt": "tgt_in",
+    "target": "tgt_in",
+    "tgt_in": "tgt_in",
+    "tgt_mask": "tgt_mask",
+    "target_mask": "tgt_mask",
+    "mask": "mask",
+}
+LABELS = {"lm": ("targets", "mask"), "seq2seq": ("tgt_out", "tgt_mask")}
+
+
+def input_fields(graph: Graph) -> dict[str, str]:
+    """Forward input name -> batch field; an unknown name is an error at the forward's span."""
+    out = {}
+    for name, vid in graph.inputs.items():
+        if name not in INPUT_FIELDS:
+            raise CheckError(
+                f"forward input `{name}` does not name a field the data provides",
+                span=graph.ops[vid].span,
+                code="unknown-input",
+                expected=", ".join(sorted(INPUT_FIELDS)),
+                hint="language models take `ids`; encoder-decoders take `src`, `src_mask`, `tgt`",
+            )
+        out[name] = INPUT_FIELDS[name]
+    return out
+
+
+class JaxModel:
+    """A task's model, loss and optimizer, compiled for training and evaluation."""
+
+    def __init__(self, graph: Graph, task: dict[str, Any], train: dict[str, Any]) -> None:
+        self.graph = graph
+        self.fields = input_fields(graph)
+        self.loss: CallValue = task["loss"]
+        self.train_config = train
+        self.tx = optimizer(train)
+        self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
+        self._train_step = jax.jit(self._train_impl, donate_argnums=(0,), static_argnums=(2,))
+        self._eval_step = jax.jit(self._eval_impl, static_argnums=(2,))
+        self._logits = jax.jit(self._logits_impl)
+
+    # ---------------------------------------------------------------- state
+    def init(self, seed: int) -> dict[str, Any]:
+        params = init_params(self.graph, seed)
+        return {
+            "params": params,
+            "opt_state": self.tx.init(params),
+            "step": jnp.zeros((), jnp.int32),
+            "rng": jax.random.PRNGKey(seed + 1),
+        }
+
+    def inputs(self, arrays: dict[str, Any]) -> dict[str, Any]:
+        return {name: arrays[f] for name, f in self.fields.items()}
+
+    def forward(
+        self, params: dict, arrays: dict, rng: jax.Array | None, training: bool
+    ) -> jax.Array:
+        ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
+        return run_graph(self.graph, params, self.inputs(arrays), ctx)[0]
+
+    # ---------------------------------------------------------------- steps
+    def _objective(self, params: dict, arrays: dict, rng: jax.Array, task: str) -> tuple:
+        logits = self.forward(params, arrays, rng, training=True)
+        labels, mask = LABELS[task]
+        out = task_loss(self.loss, logits, arrays[labels], arrays[mask])
+        return out["loss"], out
+
+    def _train_impl(self, state: dict, arrays: dict, task: str) -> tuple[dict, dict]:
+        rng, step_rng = jax.random.split(state["rng"])
+        grad_fn = jax.value_and_grad(self._objective, has_aux=True)
+        (_, metrics), grads = grad_fn(state["params"], arrays, step_rng, task)
+        updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
+        params = jax.tree.map(lambda p, u: p + u, state["params"], updates)
+        metrics = dict(metrics)
+        metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
+        new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "rng": rng}
+        return new, metrics
+
+    def _eval_impl(self, params: dict, arrays: dict, task: str) -> dict:
+        logits = self.forward(params, arrays, None, training=False)
+        labels, mask = LABELS[task]
+        return task_loss(self.loss, logits, arrays[labels], arrays[mask])
+
+    def _logits_impl(self, params: dict, arrays: dict) -> jax.Array:
+        return self.forward(params, arrays, None, training=False)
+
+    def train_step(self, state: dict, batch: Any) -> tuple[dict, dict]:
+        return self._train_step(state, dict(batch.arrays), batch.task)
+
+    def eval_step(self, params: dict, batch: Any) -> dict:
+        return self._eval_step(params, dict(batch.arrays), batch.task)
+
+    def logits(self, params: dict, arrays: dict[str, np.ndarray]) -> jax.Array:
+        return self._logits(params, arrays)

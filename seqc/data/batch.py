@@ -1,0 +1,66 @@
+"""The unit the data layer hands to a training or evaluation step.
+
+A `Batch` is a dict of numpy arrays plus where it came from. Arrays only (no Python objects)
+so a backend can pass `batch.arrays` straight to a jitted function; every array of a batch has
+the same [rows, bucket bound] shape, fixed per bucket, so a step compiles once per bucket.
+
+Fields, by task:
+
+- language modelling: `inputs` int32 [B, T] (bos + tokens), `targets` int32 [B, T] (tokens +
+  eos), `mask` bool [B, T] (True on real target positions);
+- sequence to sequence: `src` int32 [B, S] (source tokens + eos), `src_mask` bool [B, S],
+  `tgt_in` int32 [B, T] (bos + target tokens, the decoder's input), `tgt_out` int32 [B, T]
+  (target tokens + eos, what the decoder predicts), `tgt_mask` bool [B, T].
+
+Padding positions hold the pad id (0) and are False in the masks; rows past `num_examples`
+(the tail of a bucket's last batch in an epoch) are entirely padding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+import numpy as np
+
+LM_FIELDS: Final[tuple[str, ...]] = ("inputs", "targets", "mask")
+SEQ2SEQ_FIELDS: Final[tuple[str, ...]] = ("src", "src_mask", "tgt_in", "tgt_out", "tgt_mask")
+
+TaskKind = Literal["lm", "seq2seq"]
+
+
+@dataclass(frozen=True, eq=False)  # arrays do not compare to one bool
+class Batch(Mapping[str, np.ndarray]):
+    """Arrays of one batch; read like a dict (`batch["inputs"]`)."""
+
+    task: TaskKind
+    arrays: dict[str, np.ndarray]
+    bucket: int
+    """The bucket's length bound: the T (and S) of every array."""
+    num_examples: int
+    """Real rows; rows from here on are padding."""
+    indices: tuple[int, ...] = field(default=())
+    """Positions of the examples in their split, to trace a batch back to file:line."""
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.arrays[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.arrays)
+
+    def __len__(self) -> int:
+        return len(self.arrays)
+
+    @property
+    def rows(self) -> int:
+        return int(next(iter(self.arrays.values())).shape[0])
+
+    @property
+    def target_mask(self) -> np.ndarray:
+        return self.arrays["mask" if self.task == "lm" else "tgt_mask"]
+
+    @property
+    def num_tokens(self) -> int:
+        """Real target tokens: the denominator of a per-token loss."""
+        return int(self.target_mask.sum())

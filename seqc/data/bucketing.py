@@ -1,0 +1,206 @@
+"""Bucketed batching: examples of similar length batched together, with static shapes.
+
+An input block's `buckets = {32: 128, 64: 64, 128: 32}` maps an upper bound on length to a batch
+size. Each example goes to the smallest bucket it fits, and every batch of a bucket is padded to
+the bucket's bound and has the bucket's batch size as its row count. Why:
+
+- jit-compiled steps (JAX, XLA) compile once per input shape; a handful of buckets means a
+  handful of compilations instead of one per distinct length;
+- short examples in big batches and long ones in small batches keep tokens per batch, and so
+  memory, roughly constant, while padding waste stays small.
+
+Examples longer than every bucket (or than `max_length`) are dropped and counted. The last,
+partial batch of each bucket in an epoch is kept: its missing rows are all padding (mask 0), so
+every kept example is seen exactly once per epoch and shapes stay static.
+
+Order: examples stream in file order through a shuffle buffer of `shuffle_buffer` examples (as
+in tf.data: a buffer the size of the split is a full shuffle, 0 keeps file order), seeded by
+(seed, epoch), so the same seed and epoch give the same batches on any machine, and every epoch
+differs. The number of batches in an epoch does not depend on the order, so a run restarted at
+step k skips exactly k batches and continues where it stopped (`iterate(start_step=k)`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqc.data.errors import DataError
+from seqc.data.report import DropReport
+
+DEFAULT_BATCH_SIZE = 32
+"""Batch size of the single bucket used when an input block declares no buckets."""
+
+
+@dataclass(frozen=True, order=True)
+class Bucket:
+    """Examples of length <= `bound` (and above the previous bucket's), `batch_size` per batch."""
+
+    bound: int
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which examples form one batch, and the bucket that fixes its shape."""
+
+    bucket: Bucket
+    indices: tuple[int, ...]
+
+    @property
+    def padding_rows(self) -> int:
+        return self.bucket.batch_size - len(self.indices)
+
+
+def make_buckets(
+    buckets: Mapping[int, int] | None,
+    max_length: int,
+    default_batch_size: int = DEFAULT_BATCH_SIZE,
+) -> tuple[Bucket, ...]:
+    """Buckets sorted by bound; an empty map is one bucket of `max_length` examples' length."""
+    if not buckets:
+        return (Bucket(int(max_length), int(default_batch_size)),)
+    out = []
+    for bound, size in buckets.items():
+        b, s = int(bound), int(size)
+        if b <= 0 or s <= 0:
+            raise DataError(
+                f"bucket {bound}: {size} must have a positive bound and batch size",
+                code="bad-bucket",
+                expected="buckets = {upper_length: batch_size, ...} with positive numbers",
+            )
+        out.append(Bucket(b, s))
+    return tuple(sorted(out))
+
+
+def bucket_for(length: int, buckets: Sequence[Bucket]) -> Bucket | None:
+    """The smallest bucket whose bound is >= length; None if it fits none."""
+    i = bisect.bisect_left([b.bound for b in buckets], length)
+    return buckets[i] if i < len(buckets) else None
+
+
+def shuffled(n: int, buffer: int, rng: np.random.Generator) -> Iterator[int]:
+    """0..n-1 through a shuffle buffer of `buffer` items (tf.data semantics)."""
+    if buffer <= 1 or n <= 1:
+        yield from range(n)
+        return
+    size = min(buffer, n)
+    buf = list(range(size))
+    picks = rng.integers(0, size, size=n - size)
+    for nxt, j in zip(range(size, n), picks, strict=True):
+        out = buf[j]
+        buf[j] = nxt
+        yield out
+    for j in rng.permutation(size):
+        yield buf[j]
+
+
+def pad(
+    seqs: Sequence[Sequence[int] | np.ndarray], rows: int, length: int, pad_id: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """int32 ids [rows, length] and a bool mask, True on real tokens; rows beyond `seqs` are
+    all padding."""
+    if len(seqs) > rows:
+        raise ValueError(f"{len(seqs)} sequences do not fit {rows} rows")
+    ids = np.full((rows, length), pad_id, dtype=np.int32)
+    mask = np.zeros((rows, length), dtype=bool)
+    for r, s in enumerate(seqs):
+        n = len(s)
+        if n > length:
+            raise ValueError(f"a sequence of length {n} does not fit {length}")
+        ids[r, :n] = s
+        mask[r, :n] = True
+    return ids, mask
+
+
+class BucketBatcher:
+    """Plans the batches of one split: bucket assignment, drops, seeded order, resumption."""
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        buckets: Sequence[Bucket],
+        *,
+        shuffle_buffer: int = 0,
+        seed: int = 0,
+        max_length: int | None = None,
+        location: Callable[[int], str] | None = None,
+    ) -> None:
+        self.buckets = tuple(sorted(buckets))
+        if not self.buckets:
+            raise ValueError("at least one bucket is needed")
+        self.shuffle_buffer = shuffle_buffer
+        self.seed = seed
+        self.drops = DropReport()
+        bucket_of: list[int] = []  # per example: index into self.buckets, -1 if dropped
+        bounds = [b.bound for b in self.buckets]
+        for i, n in enumerate(lengths):
+            if max_length is not None and n > max_length:
+                self.drops.add("longer-than-max-length", location(i) if location else None)
+                bucket_of.append(-1)
+                continue
+            k = bisect.bisect_left(bounds, n)
+            if k == len(bounds):
+                self.drops.add("longer-than-buckets", location(i) if location else None)
+            bucket_of.append(k if k < len(bounds) else -1)
+        self.bucket_of = np.asarray(bucket_of, dtype=np.int64)
+        self.kept = np.flatnonzero(self.bucket_of >= 0)
+        counts = np.bincount(self.bucket_of[self.kept], minlength=len(self.buckets))
+        self.examples_per_bucket: tuple[int, ...] = tuple(int(c) for c in counts)
+
+    @property
+    def num_examples(self) -> int:
+        """Examples kept (not dropped)."""
+        return len(self.kept)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return sum(
+            math.ceil(n / b.batch_size)
+            for n, b in zip(self.examples_per_bucket, self.buckets, strict=True)
+        )
+
+    def order(self, epoch: int, shuffle: bool = True) -> list[int]:
+        """Kept example indices in the order they leave the shuffle buffer in `epoch`."""
+        if not shuffle or self.shuffle_buffer <= 1:
+            return [int(i) for i in self.kept]
+        rng = np.random.default_rng([self.seed, epoch])
+        kept = self.kept
+        return [int(kept[j]) for j in shuffled(len(kept), self.shuffle_buffer, rng)]
+
+    def epoch(self, epoch: int = 0, shuffle: bool = True) -> Iterator[BatchPlan]:
+        """The batches of one epoch: a batch leaves as soon as its bucket fills; the partial
+        batches left at the end follow, smallest bucket first."""
+        pending: list[list[int]] = [[] for _ in self.buckets]
+        for i in self.order(epoch, shuffle):
+            k = int(self.bucket_of[i])
+            pending[k].append(i)
+            if len(pending[k]) == self.buckets[k].batch_size:
+                yield BatchPlan(self.buckets[k], tuple(pending[k]))
+                pending[k] = []
+        for k, rest in enumerate(pending):
+            if rest:
+                yield BatchPlan(self.buckets[k], tuple(rest))
+
+    def iterate(self, start_step: int = 0, shuffle: bool = True) -> Iterator[BatchPlan]:
+        """Batches epoch after epoch, forever, starting at global step `start_step`: the same
+        batches a run from step 0 would have seen from that step on."""
+        per_epoch = self.steps_per_epoch
+        if per_epoch == 0:
+            raise DataError(
+                "no example fits any bucket",
+                code="empty-corpus",
+                found=str(self.drops),
+                hint="raise `max_length` or add a larger bucket",
+            )
+        epoch, skip = divmod(start_step, per_epoch)
+        while True:
+            plans = self.epoch(epoch, shuffle)
+            for _ in range(skip):
+                next(plans)
+            yield from plans
+            epoch, skip = epoch + 1, 0

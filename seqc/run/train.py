@@ -1,0 +1,149 @@
+"""The training loop: steps, progress bar, periodic evaluation and checkpoints, exact resume.
+
+Exactness of `--resume`: the checkpoint holds params, optimizer state, step and rng; the data
+order is a pure function of (seed, step), so a resumed run sees the same batches in the same
+order and reaches the same parameters as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from seqc.backends.jax.checkpoint import Checkpoints
+from seqc.backends.jax.optim import lr_at
+from seqc.backends.jax.train import JaxModel
+from seqc.run.evaluate import evaluate
+from seqc.run.rundir import RunDir
+from seqc.run.session import Session
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    steps: int
+    state: Any
+    model: JaxModel
+    history: list[dict[str, Any]] = field(default_factory=list)
+    dev_before: dict[str, Any] | None = None
+    dev_after: dict[str, Any] | None = None
+
+
+def train(
+    session: Session,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    console: Console | None = None,
+    eval_batches: int = 50,
+    progress: bool = True,
+    eval_before: bool = False,
+) -> TrainResult:
+    console = console or Console(stderr=True)
+    cfg = session.train_config
+    total = int(cfg["steps"])
+    seed = int(cfg["seed"])
+    run = RunDir.create(run_dir, session.program, session.resolved, resume)
+    run.write_run_info(
+        {
+            "experiment": session.resolved.name,
+            "task": session.task,
+            "backend": "jax",
+            "seed": seed,
+            "data_seed": session.pipeline.seed,
+            "params": sum(p.size for p in session.graph.params.values()),
+            "data": session.pipeline.summary(),
+        }
+    )
+    model = JaxModel(session.graph, session.task_config, cfg)
+    state = model.init(seed)
+    checkpoints = Checkpoints(run.checkpoints)
+    start = 0
+    if resume and checkpoints.latest() is not None:
+        state = checkpoints.restore(state)
+        start = int(state["step"])
+        run.truncate_metrics(start)
+        console.print(f"resumed from step {start} of {run.checkpoints}")
+    has_dev = "dev" in session.pipeline.splits
+    result = TrainResult(run_dir, total, state, model)
+    if eval_before and has_dev and start == 0:
+        result.dev_before = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
+        run.log({"step": 0, "split": "dev", **result.dev_before})
+    batches = session.pipeline.batches("train", start_step=start)
+    log_every = max(int(cfg["log_every"]), 1)
+    eval_every, ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
+    window_tokens, window_start = 0.0, time.perf_counter()
+    pending: list[tuple[int, Any]] = []
+    bar = _progress(console, progress)
+    with bar:
+        job = bar.add_task("train", total=total, completed=start, loss=float("nan"), tps=0.0)
+        for step in range(start, total):
+            batch = next(batches)
+            state, metrics = model.train_step(state, batch)
+            pending.append((step + 1, metrics))
+            done = step + 1
+            if done % log_every == 0 or done == total:
+                fetched = jax.device_get([m for _, m in pending])
+                elapsed = time.perf_counter() - window_start
+                for (s, _), m in zip(pending, fetched, strict=True):
+                    window_tokens += float(m["tokens"])
+                    record = {
+                        "step": s,
+                        "split": "train",
+                        "loss": float(m["loss"]),
+                        "grad_norm": float(m["grad_norm"]),
+                        "lr": lr_at(cfg, s - 1),
+                    }
+                    if s == done:
+                        record["tokens_per_s"] = window_tokens / max(elapsed, 1e-9)
+                    run.log(record)
+                    result.history.append(record)
+                last = result.history[-1]
+                bar.update(job, loss=last["loss"], tps=last.get("tokens_per_s", 0.0))
+                pending.clear()
+                window_tokens, window_start = 0.0, time.perf_counter()
+            bar.update(job, completed=done)
+            if has_dev and eval_every and done % eval_every == 0 and done != total:
+                dev = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
+                run.log({"step": done, "split": "dev", **dev})
+                console.print(f"step {done}: dev perplexity {dev['perplexity']:.2f}")
+            if ckpt_every and done % ckpt_every == 0:
+                checkpoints.save(done, state)
+    if checkpoints.latest() != total:
+        checkpoints.save(total, state)
+    checkpoints.close()
+    if has_dev:
+        result.dev_after = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
+        run.log({"step": total, "split": "dev", **result.dev_after})
+    run.close()
+    result.state = state
+    return result
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]step"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+        transient=False,
+    )
