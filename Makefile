@@ -16,10 +16,10 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/seqc layers --brief
 	@for f in examples/*/*.seq; do $(BIN)/seqc check $$f || exit $$?; done
-	$(BIN)/seqc list examples/lm/shakespeare.seq
-	$(BIN)/seqc show examples/lm/shakespeare.seq -e lm.shakespeare.tiny --provenance
+	$(BIN)/seqc data prepare shakespeare
+	$(BIN)/seqc train examples/lm/shakespeare.seq -e lm.shakespeare.quick \
+		--run-dir runs/lm.shakespeare.quick/$$(date +%Y%m%d-%H%M%S) --prompt "To be, or not"
 
 test: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
+	$(BIN)/python bench/train_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -7,6 +7,7 @@ did-you-mean) and exit code 2; `--debug` shows the Python traceback as well. Exi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -348,6 +349,29 @@ def schema() -> None:
     from seqc.spec.ir import SpecFile
 
     sys.stdout.write(json.dumps(SpecFile.model_json_schema(), indent=2) + "\n")
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command mounted from another module the same error handling as the ones here."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return _run(lambda: fn(*args, **kwargs))
+
+    return wrapper
+
+
+def _mount() -> None:
+    """Commands that live with their stage: data preparation and the run commands."""
+    from seqc.data.commands import data_app
+    from seqc.run.commands import COMMANDS
+
+    app.add_typer(data_app, name="data", help="Prepare the corpora the examples train on.")
+    for name, fn in COMMANDS.items():
+        app.command(name)(_guard(fn))
+
+
+_mount()
 
 
 def main() -> None:

@@ -61,11 +61,11 @@ class RunDir:
         run = cls(path)
         if not resume and (path / "checkpoints").exists():
             raise FileError(
-                    f"run directory {path} already holds a run",
-                    path=str(path),
-                    code="run-exists",
-                    hint="continue it with --resume, or choose another --run-dir",
-                )
+                f"run directory {path} already holds a run",
+                path=str(path),
+                code="run-exists",
+                hint="continue it with --resume, or choose another --run-dir",
+            )
         path.mkdir(parents=True, exist_ok=True)
         spec_dir = path / "spec"
         if not spec_dir.exists():

@@ -1,0 +1,138 @@
+"""Generation from a trained model: greedy, temperature sampling, and beam search with length
+normalisation, for language models (continue a prompt) and encoder-decoders (translate).
+
+Each step runs the whole jitted forward pass on a fixed-length buffer and reads the logits at the
+current position; causal attention makes the positions after it irrelevant. Fixed shapes mean one
+compilation per (beams, length) rather than one per step. (Decoding from exported artifacts with
+an explicit key/value cache is the export issue's work.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seqc.compiler.values import CallValue
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]
+    logprob: float
+
+    def score(self, alpha: float) -> float:
+        if alpha == 0.0:
+            return self.logprob
+        return self.logprob / (((5.0 + len(self.tokens)) / 6.0) ** alpha)
+
+
+def _round_up(n: int, multiple: int = 16) -> int:
+    return -(-n // multiple) * multiple
+
+
+class Decoder:
+    """Decodes with a `JaxModel`'s logits function for one task kind ("lm" or "seq2seq")."""
+
+    def __init__(self, model: Any, params: Any, task: str, bos: int, eos: int, pad: int) -> None:
+        self.model, self.params, self.task = model, params, task
+        self.bos, self.eos, self.pad = bos, eos, pad
+
+    def _logits(self, prefix: np.ndarray, src: np.ndarray | None, pos: int) -> np.ndarray:
+        """Log-probabilities [rows, V] of the next token after prefix[:, :pos + 1]."""
+        if self.task == "lm":
+            arrays = {"inputs": prefix}
+        else:
+            assert src is not None
+            arrays = {
+                "src": src,
+                "src_mask": src != self.pad,
+                "tgt_in": prefix,
+                "tgt_mask": prefix != self.pad,
+            }
+        logits = np.asarray(self.model.logits(self.params, arrays)[:, pos, :], dtype=np.float64)
+        logits -= logits.max(axis=-1, keepdims=True)
+        return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+
+    def generate(
+        self, strategy: CallValue, prompt: list[int], src: list[int] | None = None, seed: int = 0
+    ) -> list[int]:
+        """Token ids after the prompt (LM) or of the translation (seq2seq), without BOS/EOS."""
+        max_len = int(strategy.args["max_length"])
+        if strategy.kind == "beam":
+            return self._beam(strategy, prompt, src, max_len)
+        rng = np.random.default_rng(seed or int(strategy.args.get("seed", 0)))
+        start = [self.bos, *prompt]
+        length = _round_up(len(start) + max_len)
+        buf = np.full((1, length), self.pad, np.int32)
+        buf[0, : len(start)] = start
+        src_arr = None if src is None else np.asarray([src], np.int32)
+        out: list[int] = []
+        for pos in range(len(start) - 1, len(start) - 1 + max_len):
+            logp = self._logits(buf, src_arr, pos)[0]
+            if strategy.kind == "greedy":
+                tok = int(np.argmax(logp))
+            else:
+                tok = _sample(logp, strategy.args, rng)
+            if tok == self.eos:
+                break
+            out.append(tok)
+            buf[0, pos + 1] = tok
+        return out
+
+    def _beam(
+        self, strategy: CallValue, prompt: list[int], src: list[int] | None, max_len: int
+    ) -> list[int]:
+        width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
+        start = [self.bos, *prompt]
+        length = _round_up(len(start) + max_len)
+        beams = [Hypothesis([], 0.0)]
+        finished: list[Hypothesis] = []
+        src_arr = None if src is None else np.repeat(np.asarray([src], np.int32), width, axis=0)
+        for step in range(max_len):
+            buf = np.full((width, length), self.pad, np.int32)
+            for i, h in enumerate(beams):
+                seq = start + h.tokens
+                buf[i, : len(seq)] = seq
+            current = beams
+            logp = self._logits(buf, src_arr, len(start) - 1 + step)[: len(current)]
+            candidates: list[tuple[float, int, int]] = []
+            for i, h in enumerate(current):
+                top = np.argsort(-logp[i])[: width + 1]
+                candidates += [(h.logprob + float(logp[i, t]), i, int(t)) for t in top]
+            candidates.sort(key=lambda c: -c[0])
+            beams = []
+            for total, i, tok in candidates:
+                if tok == self.eos:
+                    finished.append(Hypothesis(current[i].tokens, total))
+                else:
+                    beams.append(Hypothesis([*current[i].tokens, tok], total))
+                if len(beams) == width:
+                    break
+            best_open = max((h.score(alpha) for h in beams), default=-math.inf)
+            if len(finished) >= width and max(f.score(alpha) for f in finished) >= best_open:
+                break
+        pool = finished or beams
+        return max(pool, key=lambda h: h.score(alpha)).tokens
+
+
+def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:
+    temperature = max(float(args.get("temperature", 1.0)), 1e-6)
+    logits = logp / temperature
+    top_k = int(args.get("top_k", 0))
+    if top_k > 0:
+        cut = np.sort(logits)[-top_k]
+        logits = np.where(logits < cut, -np.inf, logits)
+    top_p = float(args.get("top_p", 1.0))
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    if top_p < 1.0:
+        order = np.argsort(-probs)
+        keep = np.cumsum(probs[order]) - probs[order] < top_p
+        mask = np.zeros_like(probs, bool)
+        mask[order[keep]] = True
+        probs = np.where(mask, probs, 0.0)
+        probs /= probs.sum()
+    return int(rng.choice(len(probs), p=probs))
