@@ -231,6 +231,9 @@ def show(
         bool, typer.Option("--provenance", help="Say where each value was set.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    graph: Annotated[
+        bool, typer.Option("--graph", help="Lower the model; print op, param and FLOP counts.")
+    ] = False,
 ) -> None:
     """Show a resolved experiment: every value explicit, with its origin on request."""
     from seqc.compiler.resolve import resolve
@@ -239,6 +242,12 @@ def show(
     def body() -> None:
         program = _load(file)
         r = resolve(program, experiment, set_ or [])
+        if graph:
+            from seqc.compiler.graph_report import print_graph_report
+
+            for task in r.tasks:
+                print_graph_report(out, program, r, task)
+            return
         if as_json:
             data = {
                 "name": r.name,

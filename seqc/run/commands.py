@@ -76,10 +76,22 @@ def _sample_text(session: Any, model: Any, params: Any, prompt: str | None = Non
         strategy = CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
     dec = Decoder(model, params, session.pipeline.task, tok.bos_id, tok.eos_id, tok.pad_id)
     if session.pipeline.task == "lm":
-        ids = dec.generate(strategy, tok.encode(prompt or ""))
-        return (prompt or "") + tok.decode(ids)
-    src = [*tok.encode(prompt or ""), tok.eos_id]
-    return session.pipeline.target_tokenizer.decode(dec.generate(strategy, [], src))
+        start = tok.encode(prompt or "")
+        ids = [*start, *dec.generate(strategy, start, stop_at_eos=False)]
+        lines, line = [], []
+        for i in ids:  # an LM's EOS ends a line of the corpus: print it as a line break
+            if i == tok.eos_id:
+                lines.append(tok.decode(line))
+                line = []
+            else:
+                line.append(i)
+        return "\n".join([*lines, tok.decode(line)])
+    if not prompt:  # translate a held-out sentence rather than an empty one
+        split = "dev" if "dev" in session.pipeline.splits else "train"
+        prompt = session.pipeline.splits[split].examples[0].source
+    src = [*tok.encode(prompt), tok.eos_id]
+    translation = session.pipeline.target_tokenizer.decode(dec.generate(strategy, [], src))
+    return f"{prompt} -> {translation}"
 
 
 def train_cmd(
@@ -123,11 +135,15 @@ def eval_cmd(
     experiment: ExpOpt,
     run_dir: RunOpt = None,
     split: Annotated[str, typer.Option(help="dev or test.")] = "dev",
+    limit: Annotated[
+        int, typer.Option(help="Translate only the first N examples for BLEU/chrF (0: all).")
+    ] = 200,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
     backend: BackendOpt = "jax",
 ) -> None:
-    """Score the last checkpoint of a run: loss, perplexity and token accuracy on a split."""
+    """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
+    decoded translations when the task lists them."""
     from seqc.run.evaluate import evaluate
 
     _check_backend(backend)
@@ -137,6 +153,19 @@ def eval_cmd(
     scores = evaluate(model, state["params"], session.pipeline, split)
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
+    metrics = {m.kind for m in session.task_config["metrics"]}
+    if session.pipeline.task == "seq2seq" and metrics & {"bleu", "chrf"}:
+        from seqc.compiler.values import CallValue
+        from seqc.run.translate import score_translations
+
+        strategy = session.task_config.get("decode") or CallValue(
+            kind="greedy", namespace="decode", args={"max_length": 64}
+        )
+        t = score_translations(model, state["params"], session.pipeline, strategy, split, limit)
+        for src, hyp, ref in t["samples"]:
+            err.print(f"  src: {escape(src)}\n  hyp: {escape(hyp)}\n  ref: {escape(ref)}")
+        out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples)")
+        out.print(f"{split}_chrf: {t['chrf']:.2f}")
 
 
 def decode_cmd(

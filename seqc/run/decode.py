@@ -57,9 +57,17 @@ class Decoder:
         return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
 
     def generate(
-        self, strategy: CallValue, prompt: list[int], src: list[int] | None = None, seed: int = 0
+        self,
+        strategy: CallValue,
+        prompt: list[int],
+        src: list[int] | None = None,
+        seed: int = 0,
+        stop_at_eos: bool = True,
     ) -> list[int]:
-        """Token ids after the prompt (LM) or of the translation (seq2seq), without BOS/EOS."""
+        """Token ids after the prompt (LM) or of the translation (seq2seq), without BOS.
+
+        With `stop_at_eos` False a language model runs on past the end of a line (its EOS is
+        kept in the output), which is what a multi-line sample wants."""
         max_len = int(strategy.args["max_length"])
         if strategy.kind == "beam":
             return self._beam(strategy, prompt, src, max_len)
@@ -76,7 +84,7 @@ class Decoder:
                 tok = int(np.argmax(logp))
             else:
                 tok = _sample(logp, strategy.args, rng)
-            if tok == self.eos:
+            if tok == self.eos and stop_at_eos:
                 break
             out.append(tok)
             buf[0, pos + 1] = tok

@@ -1,0 +1,74 @@
+"""`seqc show --graph`: what a model lowers to, and what it costs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from seqc.compiler.cost import estimate
+from seqc.compiler.lower import lower_model
+from seqc.compiler.program import Program
+from seqc.compiler.resolve import ResolvedExperiment
+from seqc.compiler.values import Symbol
+from seqc.spec.errors import UsageError
+
+
+def print_graph_report(
+    console: Console, program: Program, r: ResolvedExperiment, task: str
+) -> None:
+    model = r.config[task]["model"]
+    for name, value in model.args.items():
+        if isinstance(value, Symbol):
+            raise UsageError(
+                f"`{task}.model.{name}` is {value}, known only once the data is read",
+                code="data-dependent",
+                hint=f"give it for the report: --set {task}.model.{name}=N",
+            )
+    graph = lower_model(program.layers[model.kind], r.models[task], program.layers)
+    buckets = r.config[task]["input"].get("buckets") or {}
+    length = max(buckets) if buckets else int(r.config[task]["input"]["max_length"])
+    dims = {"B": 1, "T": length, "S": length}
+    cost = estimate(graph, dims)
+    kinds = Counter(op.kind for op in graph.ops)
+    console.print(f"[bold]{task}.model[/]: {model.kind}, lowered for B = 1, T = S = {length}")
+    console.print(
+        f"  ops: {cost.op_count} ({', '.join(f'{k} {n}' for k, n in kinds.most_common(8))}, ...)"
+    )
+    console.print(
+        f"  params: {len(graph.params)} tensors, {cost.param_count:,} values "
+        f"({cost.param_bytes / 2**20:.1f} MiB)"
+    )
+    console.print(
+        f"  forward FLOPs per token: {cost.flops_per_token / 1e6:.2f} M "
+        f"(training step ~3x: {3 * cost.flops_per_token / 1e6:.2f} M)"
+    )
+    console.print(f"  activations per sequence: {cost.activation_bytes / 2**20:.1f} MiB")
+    table = Table(box=None, padding=(0, 2))
+    for col in ("layer", "ops", "params", "MFLOPs/token", "activations KiB"):
+        table.add_column(col, justify="left" if col == "layer" else "right")
+    for layer, lc in _top_level(cost.per_layer).items():
+        table.add_row(
+            layer,
+            str(lc["ops"]),
+            f"{lc['params']:,}",
+            f"{lc['flops'] / cost.tokens / 1e6:.3f}",
+            f"{lc['act'] / 1024:.0f}",
+        )
+    console.print(table)
+
+
+def _top_level(per_layer: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """Sum per-op costs up to the model's direct children (`blocks.3` stays separate)."""
+    out: dict[str, dict[str, int]] = {}
+    for path, lc in per_layer.items():
+        parts = path.split(".")
+        key = ".".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
+        agg = out.setdefault(key, {"ops": 0, "params": 0, "flops": 0, "act": 0})
+        agg["ops"] += lc.ops
+        agg["params"] += lc.params
+        agg["flops"] += lc.flops
+        agg["act"] += lc.activation_bytes
+    return out
