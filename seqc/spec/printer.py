@@ -104,7 +104,7 @@ def _layer(decl: ir.LayerDecl) -> str:
         else:
             plines: list[str] = []
             for p in decl.params:
-                _stmt(plines, INDENT, p, _param(p) + ",")
+                _stmt(plines, INDENT, p, _param(p, INDENT) + ",")
             head += "(\n" + "\n".join(plines) + "\n)"
     inner = INDENT
     lines: list[str] = []
@@ -123,10 +123,14 @@ def _layer(decl: ir.LayerDecl) -> str:
     return head + " {\n" + "\n".join(lines) + "\n}"
 
 
-def _param(p: ir.Param) -> str:
+def _param(p: ir.Param, indent: str | None = None) -> str:
+    """One param: flat, or, given the indent of its own line, with a long default wrapped."""
     text = f"{p.name}: {_type(p.type)}"
     if p.default is not None:
-        text += f" = {_expr(p.default, 0, '')}"
+        if indent is None:
+            text += f" = {_flat(p.default)}"
+        else:
+            text += " = " + _expr(p.default, len(indent) + len(text) + 3, indent)
     if p.doc is not None:
         text += f" {_string(p.doc)}"
     return text
