@@ -103,7 +103,12 @@ for _name, _g in {
 
 @op("constant")
 def _constant(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
-    return jnp.asarray(np.asarray(attrs["value"]))
+    """Float constants in the compute dtype, as params are: a float32 scalar would otherwise
+    promote every bfloat16 activation it touches (an attention scale) back to float32."""
+    value = np.asarray(attrs["value"])
+    if value.dtype.kind == "f":
+        return jnp.asarray(value, ctx.compute_dtype)
+    return jnp.asarray(value)
 
 
 @op("fill")

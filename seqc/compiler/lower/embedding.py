@@ -42,22 +42,33 @@ def _check_width(b: GraphBuilder, c: LayerCall, x: int, d: int) -> None:
 
 @lowering("SinusoidalPosition")
 def _sinusoidal(b: GraphBuilder, c: LayerCall) -> int:
-    """x + [sin(t / ts_i), cos(t / ts_i)] with timescales geometric in [min, max] (Vaswani)."""
+    """x + [sin(t / ts_i), cos(t / ts_i)] with timescales geometric in [min, max] (Vaswani).
+
+    The signal is a table of `max_length` rows computed here in float64 and gathered by
+    position. Computing it in the graph would compute it in the compute dtype: in bfloat16,
+    positions above 256 round to even numbers and the angles lose all precision.
+    """
     c.allow_kwargs()
     x = c.one_input()
     d = c.args["d"]
     _check_width(b, c, x, d)
     half = d // 2
+    if 2 * half != d:
+        raise CheckError("SinusoidalPosition needs an even width", span=c.span, code="bad-width")
+    length, max_length = b.type(x).shape[1], c.args["max_length"]
+    if isinstance(length, int) and length > max_length:
+        raise CheckError(
+            f"`{c.path}` covers {max_length} positions, the input has {length}",
+            span=c.span,
+            code="shape-mismatch",
+            hint="raise `max_length`",
+        )
     lo, hi = c.args["min_timescale"], c.args["max_timescale"]
     log_step = math.log(hi / lo) / max(half - 1, 1)
     inv = (1.0 / lo) * np.exp(-log_step * np.arange(half, dtype=np.float64))
-    pos = b.cast(b.positions(x, axis=1), "float32")  # [T]
-    angles = b.binary(
-        "mul", b.reshape(pos, (b.type(pos).shape[0], 1)), b.constant(inv.astype(np.float32))
-    )
-    signal = b.concat([b.unary("sin", angles), b.unary("cos", angles)], axis=1)  # [T, 2*half]
-    if 2 * half != d:
-        raise CheckError("SinusoidalPosition needs an even width", span=c.span, code="bad-width")
+    angles = np.arange(max_length, dtype=np.float64)[:, None] * inv[None, :]
+    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
+    signal = b.gather(b.constant(table), b.positions(x, axis=1))  # [T, d]
     return b.binary("add", x, signal)
 
 

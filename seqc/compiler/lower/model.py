@@ -205,7 +205,6 @@ class _Lowerer:
         if e.op not in kinds:
             raise CheckError(f"`{e.op}` is not defined on tensors", span=e.span, code="bad-forward")
         b.span = e.span
-        b.layer = b.layer
         lv = left if isinstance(left, _Tensor) else b.constant(float(left))
         rv = right if isinstance(right, _Tensor) else b.constant(float(right))
         return _Tensor(b.binary(kinds[e.op], lv, rv))
