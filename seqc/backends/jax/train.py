@@ -94,7 +94,7 @@ class JaxModel:
     def _objective(self, params: dict, arrays: dict, rng: jax.Array, task: str) -> tuple:
         logits = self.forward(params, arrays, rng, training=True)
         labels, mask = LABELS[task]
-        out = task_loss(self.loss, logits, arrays[labels], arrays[mask])
+        out = task_loss(self.loss, logits, arrays[labels], arrays[mask], accuracy=False)
         return out["loss"], out
 
     def _train_impl(self, state: dict, arrays: dict, task: str) -> tuple[dict, dict]:
