@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from seqc.compiler.arguments import match_arguments, missing_param
 from seqc.compiler.values import (
     CallValue,
     Context,
@@ -92,32 +93,15 @@ def bind_user_layer(
 ) -> CallValue:
     """Bind a call of a user layer; a default may use the params before it (`ff: int = 4 * d`)."""
     spec = layer_kind_spec(decl)
-    if len(args) > len(spec.params):
-        raise CheckError(
-            f"`{decl.name}` takes {len(spec.params)} argument(s), got {len(args)}",
-            span=args[len(spec.params)].span,
-            code="too-many-args",
-            notes=[Note(decl.span, f"`{decl.name}` is declared here")] if decl.span else [],
-        )
-    given: dict[str, Raw] = dict(zip(spec.param_names, args, strict=False))
-    for name, (raw, kspan) in kwargs.items():
-        if spec.param(name) is None:
-            raise CheckError(
-                f"`{decl.name}` has no param `{name}`",
-                span=kspan,
-                code="unknown-param",
-                expected=f"one of {', '.join(spec.param_names)}" if spec.params else "no params",
-                found=f"`{name}`",
-                suggestion=did_you_mean(name, spec.param_names),
-                notes=[Note(decl.span, f"`{decl.name}` is declared here")] if decl.span else [],
-            )
-        if name in given:
-            raise CheckError(
-                f"`{name}` is given twice (by position and by name)",
-                span=kspan,
-                code="duplicate-argument",
-            )
-        given[name] = raw
+    notes = [Note(decl.span, f"`{decl.name}` is declared here")] if decl.span else []
+    given = match_arguments(
+        decl.name,
+        spec.positional,
+        spec.param_names,
+        [(a, a.span) for a in args],
+        [(k, raw, kspan) for k, (raw, kspan) in kwargs.items()],
+        notes,
+    )
     out: dict[str, Any] = {}
     for p, ps in zip(decl.params, spec.params, strict=True):
         if p.name in given:
@@ -125,13 +109,7 @@ def bind_user_layer(
         elif p.default is not None:
             raw = evaluate(p.default, _env_lookup(out))
         else:
-            raise CheckError(
-                f"`{decl.name}` needs `{p.name}`",
-                span=span,
-                code="missing-param",
-                expected=f"`{p.name}: {ps.type}`" + (f" ({p.doc})" if p.doc else ""),
-                hint=f"add `{p.name} = ...` to the call",
-            )
+            raise missing_param(decl.name, p.name, str(ps.type), p.doc, span)
         out[p.name] = conform(raw, ps.type, ctx, f"`{decl.name}.{p.name}`")
     return CallValue(kind=decl.name, namespace="layer", args=out)
 
@@ -323,48 +301,20 @@ def _call_target(
 def check_call(call: ir.Call, layers: dict[str, ir.LayerDecl], scope: dict[str, Type]) -> str:
     """Check one sub-layer call statically; returns the kind's name."""
     name, params, positional, user = _call_target(call, layers)
-    by_name = {p.name: p for p in params}
     notes = [Note(user.span, f"`{name}` is declared here")] if user and user.span else []
-    if len(call.args) > len(positional):
-        raise CheckError(
-            f"`{name}` takes {len(positional)} positional argument(s), got {len(call.args)}",
-            span=call.args[len(positional)].span,
-            code="too-many-args",
-            expected=f"positional params: {', '.join(positional) or 'none'}",
-            hint="name the extra arguments, e.g. `name = value`",
-            notes=notes,
-        )
-    given = dict(zip(positional, call.args, strict=False))
-    for kw in call.kwargs:
-        if kw.name not in by_name:
-            raise CheckError(
-                f"`{name}` has no param `{kw.name}`",
-                span=kw.span,
-                code="unknown-param",
-                expected=f"one of {', '.join(by_name)}" if by_name else "no params",
-                found=f"`{kw.name}`",
-                suggestion=did_you_mean(kw.name, by_name),
-                notes=notes,
-            )
-        if kw.name in given:
-            raise CheckError(
-                f"`{kw.name}` is given twice (by position and by name)",
-                span=kw.span,
-                code="duplicate-argument",
-            )
-        given[kw.name] = kw.value
+    given = match_arguments(
+        name,
+        positional,
+        [p.name for p in params],
+        [(a, a.span) for a in call.args],
+        [(k.name, k.value, k.span) for k in call.kwargs],
+        notes,
+    )
     for p in params:
         if p.name in given:
             _check_arg(given[p.name], p, name, scope)
         elif p.required:
-            raise CheckError(
-                f"`{name}` needs `{p.name}`",
-                span=call.span,
-                code="missing-param",
-                expected=f"`{p.name}: {p.type}`" + (f" ({p.doc})" if p.doc else ""),
-                hint=f"add `{p.name} = ...` to the call",
-                notes=notes,
-            )
+            raise missing_param(name, p.name, str(p.type), p.doc, call.span, notes)
     return name
 
 

@@ -467,23 +467,7 @@ class Resolver:
     def resolve_task(self, name: str, stmts: list[_Stmt]) -> tuple[dict[str, Any], LayerInstance]:
         decl = self.program.tasks[name]
         spec = _block_spec("task")
-        task_stmts = [
-            _Stmt(
-                (name, *item.path),
-                item.value,
-                item.span,
-                Origin(kind="spec", where=str(item.span)),
-            )
-            for item in decl.body.items
-            if isinstance(item, ir.Assign)
-        ]
-        for item in decl.body.items:
-            if not isinstance(item, ir.Assign):
-                raise ResolveError(
-                    "a task body holds `field = value` lines only",
-                    span=item.span,
-                    code="bad-task-item",
-                )
+        task_stmts = _assignments(decl.body, (name,), "task")
         config: dict[str, Any] = self._defaults(spec, name)
         input_name: str | None = None
         input_stmts: list[_Stmt] = []
@@ -563,23 +547,7 @@ class Resolver:
         prefix = ".".join(head)
         config = {"name": input_name, **self._defaults(spec, prefix)}
         self.prov[f"{prefix}.name"] = self.prov.get(prefix, DEFAULT)
-        own = [
-            _Stmt(
-                (*head, *item.path),
-                item.value,
-                item.span,
-                Origin(kind="spec", where=str(item.span)),
-            )
-            for item in decl.body.items
-            if isinstance(item, ir.Assign)
-        ]
-        for item in decl.body.items:
-            if not isinstance(item, ir.Assign):
-                raise ResolveError(
-                    "an input body holds `field = value` lines only",
-                    span=item.span,
-                    code="bad-input-item",
-                )
+        own = _assignments(decl.body, head, "input")
         for st in [*own, *stmts]:
             self._set(config, spec, st.path, len(head), st, Context(bare_strings=st.bare_strings))
         for p in spec.params:
@@ -690,6 +658,22 @@ class Resolver:
             found=f"`{name}`",
             suggestion=did_you_mean(name, known),
         )
+
+
+def _assignments(body: ir.Body, head: tuple[str, ...], what: str) -> list[_Stmt]:
+    """The `field = value` lines of a task or input body as statements under `head`."""
+    out = []
+    for item in body.items:
+        if not isinstance(item, ir.Assign):
+            article = "an" if what[0] in "aeiou" else "a"
+            raise ResolveError(
+                f"{article} {what} body holds `field = value` lines only",
+                span=item.span,
+                code=f"bad-{what}-item",
+            )
+        origin = Origin(kind="spec", where=str(item.span))
+        out.append(_Stmt((*head, *item.path), item.value, item.span, origin))
+    return out
 
 
 def _refers(expr: ir.Expr) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from seqc.compiler.arguments import match_arguments, missing_param
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec
@@ -493,49 +494,19 @@ def bind_args(
     ctx: Context,
 ) -> CallValue:
     """Match arguments to params, check each one's type, and fill in defaults."""
-    given: dict[str, Raw] = {}
-    if len(args) > len(spec.positional):
-        extra = args[len(spec.positional)]
-        allowed = ", ".join(spec.positional) or "none"
-        raise CheckError(
-            f"`{spec.name}` takes {len(spec.positional)} positional argument(s), got {len(args)}",
-            span=extra.span,
-            code="too-many-args",
-            expected=f"positional params: {allowed}",
-            hint="name the extra arguments, e.g. `name = value`",
-        )
-    for pname, raw in zip(spec.positional, args, strict=False):
-        given[pname] = raw
-    for kname, (raw, kspan) in kwargs.items():
-        pspec = spec.param(kname)
-        if pspec is None:
-            raise CheckError(
-                f"`{spec.name}` has no param `{kname}`",
-                span=kspan,
-                code="unknown-param",
-                expected=f"one of {', '.join(spec.param_names)}" if spec.params else "no params",
-                found=f"`{kname}`",
-                suggestion=did_you_mean(kname, spec.param_names),
-            )
-        if kname in given:
-            raise CheckError(
-                f"`{kname}` is given twice (by position and by name)",
-                span=kspan,
-                code="duplicate-argument",
-            )
-        given[kname] = raw
+    given = match_arguments(
+        spec.name,
+        spec.positional,
+        spec.param_names,
+        [(a, a.span) for a in args],
+        [(k, raw, kspan) for k, (raw, kspan) in kwargs.items()],
+    )
     out: dict[str, Any] = {}
     for p in spec.params:
         if p.name in given:
             out[p.name] = conform(given[p.name], p.type, ctx, f"`{spec.name}.{p.name}`")
         elif p.required:
-            raise CheckError(
-                f"`{spec.name}` needs `{p.name}`",
-                span=span,
-                code="missing-param",
-                expected=f"`{p.name}: {p.type}` ({p.doc})" if p.doc else f"`{p.name}: {p.type}`",
-                hint=f"add `{p.name} = ...` to the call",
-            )
+            raise missing_param(spec.name, p.name, str(p.type), p.doc, span)
         else:
             out[p.name] = conform(from_python(p.default), p.type, ctx, f"`{spec.name}.{p.name}`")
     return CallValue(kind=spec.name, namespace=spec.namespace, args=out)
