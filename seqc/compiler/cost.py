@@ -68,6 +68,15 @@ def op_flops(op: Op, graph: Graph, dims: dict[str, int]) -> int:
     if op.kind in ("matmul", "batched_matmul"):
         k = graph.ops[op.inputs[0]].type.shape[-1]
         return 2 * out * (k if isinstance(k, int) else _eval(k, dims))
+    if op.kind == "einsum":  # 2 x the product of every index size (contracted ones too)
+        sizes: dict[str, int] = {}
+        for spec, v in zip(op.attrs["equation"].split("->")[0].split(","), op.inputs, strict=True):
+            for c, d in zip(spec, graph.ops[v].type.shape, strict=True):
+                sizes[c] = d if isinstance(d, int) else _eval(d, dims)
+        n = 1
+        for v in sizes.values():
+            n *= v
+        return 2 * n
     if op.kind == "conv1d":
         w = graph.ops[op.inputs[1]].type.shape
         return 2 * out * int(w[0]) * int(w[1])

@@ -208,6 +208,26 @@ class GraphBuilder:
         shape = (*ta.shape[:-1], tb.shape[-1])
         return self._add("batched_matmul", (a, b), {}, TensorType(ta.dtype, shape))
 
+    def einsum(self, equation: str, a: int, b: int) -> int:
+        """Two-operand einsum, e.g. "bqhd,bkhd->bhqk": attention without layout transposes."""
+        lhs, out = equation.split("->")
+        ins = lhs.split(",")
+        sizes: dict[str, Dim] = {}
+        for spec, v in zip(ins, (a, b), strict=True):
+            shape = self.type(v).shape
+            if len(spec) != len(shape):
+                raise self.error(f"einsum `{equation}` does not fit {_shape_text(shape)}")
+            for letter, d in zip(spec, shape, strict=True):
+                if sizes.setdefault(letter, d) != d:
+                    raise self.error(
+                        f"einsum `{equation}`: axis `{letter}` is {sizes[letter]} and {d}",
+                        expected=_shape_text(self.type(a).shape),
+                        found=_shape_text(self.type(b).shape),
+                    )
+        shape = tuple(sizes[c] for c in out)
+        attrs = {"equation": equation}
+        return self._add("einsum", (a, b), attrs, TensorType(self.type(a).dtype, shape))
+
     # ------------------------------------------------------------------ reductions and norms
     def reduce(self, kind: str, x: int, axes: tuple[int, ...], keepdims: bool = True) -> int:
         assert kind in REDUCE, kind

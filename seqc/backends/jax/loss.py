@@ -11,24 +11,19 @@ from seqc.compiler.values import CallValue
 
 
 def cross_entropy(
-    logits: jax.Array, labels: jax.Array, mask: jax.Array, smoothing: float
+    logits: jax.Array, labels: jax.Array, smoothing: float
 ) -> tuple[jax.Array, jax.Array]:
-    """Per-token losses [B, T] (float32) and the mask as float32.
+    """Per-token criterion and plain negative log-likelihood, both [B, T] float32.
 
     With smoothing s the target is (1 - s) on the label and s spread evenly over the vocabulary;
-    the loss is reported as that criterion, while perplexity uses the plain negative
-    log-likelihood (`nll`).
+    the loss is that criterion, while perplexity uses the plain NLL. Both come from one
+    log-softmax: over a [B, T, V] tensor a second one is a measurable part of a step.
     """
     logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     nll = -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
-    if smoothing:
-        nll = (1.0 - smoothing) * nll - smoothing * jnp.mean(logp, axis=-1)
-    return nll, mask.astype(jnp.float32)
-
-
-def token_nll(logits: jax.Array, labels: jax.Array) -> jax.Array:
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.take_along_axis(logp, labels[..., None], axis=-1)[..., 0]
+    if not smoothing:
+        return nll, nll
+    return (1.0 - smoothing) * nll - smoothing * jnp.mean(logp, axis=-1), nll
 
 
 def task_loss(
@@ -47,14 +42,15 @@ def task_loss(
     """
     if loss.kind != "cross_entropy":
         raise ValueError(f"loss {loss.kind} is not implemented on JAX yet")
-    per_tok, m = cross_entropy(logits, labels, mask, float(loss.args["label_smoothing"]))
+    per_tok, nll_tok = cross_entropy(logits, labels, float(loss.args["label_smoothing"]))
+    m = mask.astype(jnp.float32)
     tokens = jnp.sum(m)
     total = jnp.sum(per_tok * m)
     if loss.args.get("reduction") == "sequence":
         value = total / jnp.maximum(jnp.sum(jnp.any(m > 0, axis=-1)), 1.0)
     else:
         value = total / jnp.maximum(tokens, 1.0)
-    nll = jnp.sum(token_nll(logits, labels) * m)
+    nll = jnp.sum(nll_tok * m)
     out = {"loss": value, "nll_sum": nll, "tokens": tokens}
     if accuracy:
         out["correct"] = jnp.sum((jnp.argmax(logits, axis=-1) == labels) * m)

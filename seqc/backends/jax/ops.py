@@ -135,6 +135,11 @@ def _matmul(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     return jnp.matmul(xs[0], xs[1].astype(xs[0].dtype))
 
 
+@op("einsum")
+def _einsum(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.einsum(attrs["equation"], xs[0], xs[1].astype(xs[0].dtype))
+
+
 def _reducer(f: Callable) -> Fn:
     return lambda xs, attrs, ctx: f(xs[0], axis=attrs["axes"], keepdims=attrs["keepdims"])
 

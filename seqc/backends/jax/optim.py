@@ -52,13 +52,14 @@ def schedule(lr: Any, total_steps: int) -> optax.Schedule | float:
     raise ValueError(f"schedule {lr.kind} has no JAX implementation")
 
 
-def optimizer(train: dict[str, Any]) -> optax.GradientTransformation:
-    """The update rule of a resolved `train` block, with global-norm clipping first."""
+def optimizer(train: dict[str, Any], clip: bool = True) -> optax.GradientTransformation:
+    """The update rule of a resolved `train` block, with global-norm clipping first unless the
+    caller clips itself (`clip=False`)."""
     opt: CallValue = train["optimizer"]
     a = opt.args
     lr = schedule(a["lr"], int(train["steps"]))
     parts: list[optax.GradientTransformation] = []
-    if train.get("clip_norm", 0.0) > 0.0:
+    if clip and train.get("clip_norm", 0.0) > 0.0:
         parts.append(optax.clip_by_global_norm(float(train["clip_norm"])))
     if opt.kind == "adam":
         if a["weight_decay"]:

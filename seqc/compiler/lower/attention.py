@@ -14,9 +14,9 @@ NEG_INF = -1e9
 
 
 def _heads(b: GraphBuilder, x: int, heads: int, head_dim: int) -> int:
-    """[B, T, h*hd] -> [B, h, T, hd]."""
+    """[B, T, h*hd] -> [B, T, h, hd] (a reshape only: the einsums read this layout directly)."""
     bsz, t = b.type(x).shape[0], b.type(x).shape[1]
-    return b.transpose(b.reshape(x, (bsz, t, heads, head_dim)), (0, 2, 1, 3))
+    return b.reshape(x, (bsz, t, heads, head_dim))
 
 
 def _key_mask(b: GraphBuilder, c: LayerCall, mask: int, keys: int) -> int:
@@ -68,7 +68,7 @@ def attend(
     k = _heads(b, linear(b, memory, d_memory, inner, "k", bias), heads, head_dim)
     v = _heads(b, linear(b, memory, d_memory, inner, "v", bias), heads, head_dim)
     q = b.binary("mul", q, b.constant(1.0 / math.sqrt(head_dim)))
-    scores = b.batched_matmul(q, b.transpose(k, (0, 1, 3, 2)))  # [B, h, T, S]
+    scores = b.einsum("bqhd,bkhd->bhqk", q, k)  # [B, h, T, S]
     allowed = None
     if mask is not None:
         allowed = _key_mask(b, c, mask, memory)
@@ -78,9 +78,9 @@ def attend(
     if allowed is not None:
         scores = b.where(allowed, scores, b.constant(NEG_INF))
     probs = b.dropout(b.softmax(scores, axis=-1), c.args.get("dropout", 0.0))
-    ctx = b.batched_matmul(probs, v)  # [B, h, T, hd]
+    ctx = b.einsum("bhqk,bkhd->bqhd", probs, v)  # [B, T, h, hd]
     bsz, t = b.type(x).shape[0], b.type(x).shape[1]
-    ctx = b.reshape(b.transpose(ctx, (0, 2, 1, 3)), (bsz, t, inner))
+    ctx = b.reshape(ctx, (bsz, t, inner))
     return linear(b, ctx, inner, d, "o", bias)
 
 
