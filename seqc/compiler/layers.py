@@ -557,8 +557,30 @@ def instantiate(
     layers: dict[str, ir.LayerDecl],
     path: str,
     span: ir.Span | None = None,
+    cache: dict[Any, LayerInstance] | None = None,
 ) -> LayerInstance:
-    """The instance tree of `decl` called with `args` (already bound and type-checked)."""
+    """The instance tree of `decl` called with `args` (already bound and type-checked).
+
+    With a `cache`, a subtree built before for the same layer, path, call site and arguments is
+    reused: experiments of one registry mostly share their models, and instances are frozen.
+    """
+    key = (decl.name, path, span, repr(sorted(args.items())))
+    if cache is not None and key in cache:
+        return cache[key]
+    made = _instantiate(decl, args, layers, path, span, cache)
+    if cache is not None:
+        cache[key] = made
+    return made
+
+
+def _instantiate(
+    decl: ir.LayerDecl,
+    args: dict[str, Any],
+    layers: dict[str, ir.LayerDecl],
+    path: str,
+    span: ir.Span | None,
+    cache: dict[Any, LayerInstance] | None,
+) -> LayerInstance:
     children: list[LayerInstance] = []
     names = {s.name: s.name for s in decl.sublayers}
     ctx = layer_context(layers, names)
@@ -584,7 +606,9 @@ def instantiate(
         for i in copies:
             ipath = child_path if i is None else f"{child_path}.{i}"
             if bound.kind in layers:
-                made.append(instantiate(layers[bound.kind], bound.args, layers, ipath, sub.span))
+                made.append(
+                    instantiate(layers[bound.kind], bound.args, layers, ipath, sub.span, cache)
+                )
             else:
                 made.append(
                     LayerInstance(

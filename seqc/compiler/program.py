@@ -28,6 +28,8 @@ class Program:
     tasks: dict[str, ir.TaskDecl] = field(default_factory=dict)
     experiments: dict[str, ir.ExperimentDecl] = field(default_factory=dict)
     layers_checked: bool = False
+    instances: dict = field(default_factory=dict)
+    """Layer instance trees already built, shared between experiments (see `instantiate`)."""
 
     def experiment(self, name: str, span: ir.Span | None = None) -> ir.ExperimentDecl:
         """Look an experiment up by registry name, with a "did you mean" when it is missing."""

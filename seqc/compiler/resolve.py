@@ -617,7 +617,8 @@ class Resolver:
         path = f"{task}.model"
         self._record(path, Raw(RawCall(func, None, [], {}), raw.span), model_stmt.origin)
         self._record_model_args(path, decl, call, model_stmt, overrides)
-        instance = instantiate(decl, bound.args, self.layers, "", raw.span)
+        cache = self.program.instances
+        instance = instantiate(decl, bound.args, self.layers, "", raw.span, cache)
         return bound, instance
 
     def _record_model_args(

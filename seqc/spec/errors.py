@@ -14,19 +14,18 @@ from dataclasses import dataclass, field
 
 from seqc.spec.ir import Span
 
-_SOURCES: dict[str, str] = {}
-"""Text of every file read in this process, so any later pass can render a caret excerpt."""
+_SOURCES: dict[str, list[str]] = {}
+"""Lines of every file read in this process, so any later pass can render a caret excerpt."""
 
 
 def remember_source(path: str, text: str) -> None:
-    _SOURCES[path] = text
+    _SOURCES[path] = text.splitlines()
 
 
 def source_line(path: str, line: int) -> str | None:
-    text = _SOURCES.get(path)
-    if text is None:
+    lines = _SOURCES.get(path)
+    if lines is None:
         return None
-    lines = text.splitlines()
     return lines[line - 1] if 0 < line <= len(lines) else None
 
 
