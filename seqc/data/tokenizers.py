@@ -23,6 +23,7 @@ be loaded back with `load_tokenizer`, so a checkpoint can carry the exact vocabu
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import io
 import json
@@ -82,7 +83,7 @@ class Tokenizer(Protocol):
     def load(cls, directory: Path) -> Self: ...
 
 
-class _Specials:
+class _Specials(abc.ABC):
     """The shared special ids and a default batch encode."""
 
     kind: ClassVar[str] = ""
@@ -91,8 +92,9 @@ class _Specials:
     eos_id: int = EOS_ID
     unk_id: int = UNK_ID
 
+    @abc.abstractmethod
     def encode(self, text: str) -> list[int]:
-        raise NotImplementedError
+        """Token ids of `text`, without bos or eos."""
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
@@ -143,8 +145,9 @@ class _VocabTokenizer(_Specials):
     def vocab_size(self) -> int:
         return len(self.tokens)
 
+    @abc.abstractmethod
     def split(self, text: str) -> list[str]:
-        raise NotImplementedError
+        """The tokens of `text`, before they are looked up in the vocabulary."""
 
     def encode(self, text: str) -> list[int]:
         if self.lowercase:
