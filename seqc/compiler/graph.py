@@ -371,6 +371,7 @@ PRIMITIVES = (
         "constant",
         "fill",
         "conv1d",
+        "einsum",
         "cast",
         "where",
         "matmul",

@@ -1,0 +1,2 @@
+"""The TensorFlow backend: interprets the op graph inside `tf.function`. `ops.py` is the primitive
+table, named as in `seqc.backends.jax.ops`; params are the same dict of arrays by layer path."""

@@ -1,0 +1,266 @@
+"""One TensorFlow function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`).
+
+The mirror of `seqc.backends.jax.ops`, name for name: each takes the op's input tensors, its attrs
+and a `Ctx` (symbol sizes, rng seed, training flag), and returns one tensor. Where TF and JAX
+differ in a default, the JAX behaviour is the contract: integer constants are int32 (JAX without
+x64), "same" convolution padding puts the odd step on the right (as XLA does), gelu is the exact
+erf form, and mixed-dtype binary ops promote as `graph._result_dtype` says instead of failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+DTYPES = {
+    "float32": tf.float32,
+    "bfloat16": tf.bfloat16,
+    "float16": tf.float16,
+    "int32": tf.int32,
+    "int64": tf.int64,
+    "bool": tf.bool,
+}
+
+
+@dataclass
+class Ctx:
+    """What an op needs besides its inputs: sizes of symbolic dims, randomness, the mode.
+
+    `rng` is a stateless TF seed (int32 or int64 tensor of shape [2]); each dropout folds a
+    counter into it, so a traced `tf.function` draws fresh masks only when given a fresh seed.
+    A dim is an int, or a scalar tensor when the input's shape is dynamic inside `tf.function`.
+    """
+
+    dims: dict[str, Any] = field(default_factory=dict)
+    rng: tf.Tensor | None = None
+    training: bool = False
+    compute_dtype: tf.DType = tf.float32
+    counter: int = 0
+
+    def next_key(self) -> tf.Tensor:
+        assert self.rng is not None, "dropout in training needs an rng"
+        self.counter += 1
+        return tf.random.experimental.stateless_fold_in(self.rng, self.counter)
+
+    def shape(self, shape: tuple) -> list[Any]:
+        return [d if isinstance(d, int) else self.dims[d] for d in shape]
+
+
+Fn = Callable[[list[tf.Tensor], dict[str, Any], Ctx], tf.Tensor]
+OPS: dict[str, Fn] = {}
+
+
+def op(*names: str) -> Callable[[Fn], Fn]:
+    def register(fn: Fn) -> Fn:
+        for n in names:
+            OPS[n] = fn
+        return fn
+
+    return register
+
+
+def _dim(x: tf.Tensor, axis: int) -> Any:
+    """A static size where TF knows it, else the dynamic one."""
+    n = x.shape[axis]
+    return n if n is not None else tf.shape(x)[axis]
+
+
+def _promote(a: tf.Tensor, b: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """JAX promotes mixed operands; TF refuses them. Cast to the float one, else to `a`'s."""
+    a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+    if a.dtype == b.dtype:
+        return a, b
+    if b.dtype.is_floating and not a.dtype.is_floating:
+        return tf.cast(a, b.dtype), b
+    return a, tf.cast(b, a.dtype)
+
+
+def _unary(f: Callable[[tf.Tensor], tf.Tensor]) -> Fn:
+    return lambda xs, attrs, ctx: f(xs[0])
+
+
+def _binary(f: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]) -> Fn:
+    return lambda xs, attrs, ctx: f(*_promote(xs[0], xs[1]))
+
+
+for _name, _f in {
+    "neg": tf.negative,
+    "exp": tf.exp,
+    "log": tf.math.log,
+    "tanh": tf.tanh,
+    "sigmoid": tf.sigmoid,
+    "relu": tf.nn.relu,
+    "gelu": lambda x: tf.nn.gelu(x, approximate=False),
+    "silu": tf.nn.silu,
+    "rsqrt": tf.math.rsqrt,
+    "sqrt": tf.sqrt,
+    "square": tf.square,
+    "sin": tf.sin,
+    "cos": tf.cos,
+    "logical_not": tf.logical_not,
+    "identity": lambda x: x,
+}.items():
+    OPS[_name] = _unary(_f)
+
+for _name, _g in {
+    "add": tf.add,
+    "sub": tf.subtract,
+    "mul": tf.multiply,
+    "div": tf.divide,
+    "maximum": tf.maximum,
+    "minimum": tf.minimum,
+    "less": tf.less,
+    "less_equal": tf.less_equal,
+    "greater": tf.greater,
+    "equal": tf.equal,
+    "logical_and": tf.logical_and,
+    "logical_or": tf.logical_or,
+}.items():
+    OPS[_name] = _binary(_g)
+
+
+@op("constant")
+def _constant(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """Float constants in the compute dtype, as params are (see the JAX table); integers as
+    int32, as JAX gives them without x64 (numpy would make a Python int an int64)."""
+    value = np.asarray(attrs["value"])
+    if value.dtype.kind == "f":
+        return tf.constant(value, ctx.compute_dtype)
+    if value.dtype.kind in "iu":
+        return tf.constant(value, tf.int32)
+    return tf.constant(value)
+
+
+@op("fill")
+def _fill(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.fill(ctx.shape(attrs["shape"]), tf.constant(attrs["value"], ctx.compute_dtype))
+
+
+@op("cast")
+def _cast(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    dtype = DTYPES[attrs["dtype"]]
+    if attrs["dtype"] == "float32":
+        dtype = ctx.compute_dtype
+    return tf.cast(xs[0], dtype)
+
+
+@op("where")
+def _where(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    cond, a, b = xs
+    return tf.where(cond, a, tf.cast(b, a.dtype))
+
+
+@op("matmul", "batched_matmul")
+def _matmul(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """`tf.matmul` broadcasts batch dims, so x[B, T, k] @ w[k, n] needs no reshape."""
+    return tf.matmul(xs[0], tf.cast(xs[1], xs[0].dtype))
+
+
+@op("einsum")
+def _einsum(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.einsum(attrs["equation"], xs[0], tf.cast(xs[1], xs[0].dtype))
+
+
+def _reducer(f: Callable) -> Fn:
+    return lambda xs, attrs, ctx: f(xs[0], axis=list(attrs["axes"]), keepdims=attrs["keepdims"])
+
+
+OPS["reduce_sum"] = _reducer(tf.reduce_sum)
+OPS["reduce_mean"] = _reducer(tf.reduce_mean)
+OPS["reduce_max"] = _reducer(tf.reduce_max)
+
+
+@op("softmax")
+def _softmax(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    y = tf.nn.softmax(tf.cast(xs[0], tf.float32), axis=attrs["axis"])
+    return tf.cast(y, xs[0].dtype)
+
+
+@op("log_softmax")
+def _log_softmax(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.nn.log_softmax(tf.cast(xs[0], tf.float32), axis=attrs["axis"])
+
+
+@op("layer_norm")
+def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """Statistics in float32 even under a bfloat16 compute dtype."""
+    x = tf.cast(xs[0], tf.float32)
+    i = 1
+    if attrs["rms"]:
+        y = x * tf.math.rsqrt(tf.reduce_mean(tf.square(x), axis=-1, keepdims=True) + attrs["eps"])
+    else:
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        var = tf.reduce_mean(tf.square(x - mean), axis=-1, keepdims=True)
+        y = (x - mean) * tf.math.rsqrt(var + attrs["eps"])
+    if attrs["scale"]:
+        y = y * tf.cast(xs[i], tf.float32)
+        i += 1
+    if attrs["bias"]:
+        y = y + tf.cast(xs[i], tf.float32)
+    return tf.cast(y, xs[0].dtype)
+
+
+@op("gather")
+def _gather(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    table, ids = xs
+    return tf.cast(tf.gather(table, ids, axis=0), ctx.compute_dtype)
+
+
+@op("reshape")
+def _reshape(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.reshape(xs[0], ctx.shape(attrs["shape"]))
+
+
+@op("transpose")
+def _transpose(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.transpose(xs[0], list(attrs["perm"]))
+
+
+@op("concat")
+def _concat(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.concat(xs, axis=attrs["axis"])
+
+
+@op("slice")
+def _slice(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    index = (slice(None),) * attrs["axis"] + (slice(attrs["start"], attrs["end"]),)
+    return xs[0][index]
+
+
+@op("iota")
+def _iota(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.range(_dim(xs[0], attrs["axis"]), dtype=tf.int32)
+
+
+@op("causal_mask")
+def _causal(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    t = tf.range(_dim(xs[0], attrs["axis"]))
+    return t[:, None] >= t[None, :]
+
+
+@op("dropout")
+def _dropout(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    x = xs[0]
+    if not ctx.training or attrs["rate"] <= 0.0:
+        return x
+    shape = [_dim(x, a) for a in range(x.shape.rank)]
+    for a in attrs["broadcast_axes"]:
+        shape[a] = 1
+    keep = tf.random.stateless_uniform(shape, seed=ctx.next_key()) < 1.0 - attrs["rate"]
+    return tf.where(keep, x / (1.0 - attrs["rate"]), tf.zeros((), x.dtype))
+
+
+@op("conv1d")
+def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """TF's "SAME" puts the odd padding step on the right, as XLA's does; causal pads
+    `width - 1` steps on the left and runs "VALID"."""
+    x, w = xs
+    w = tf.cast(w, x.dtype)
+    if attrs["padding"] == "causal":
+        x = tf.pad(x, [[0, 0], [w.shape[0] - 1, 0], [0, 0]])
+        return tf.nn.conv1d(x, w, attrs["stride"], "VALID")
+    return tf.nn.conv1d(x, w, attrs["stride"], "SAME")
