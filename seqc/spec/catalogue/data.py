@@ -23,7 +23,10 @@ REGISTRY.docs.update(
     }
 )
 
-_PATH_DOC = "File path or glob pattern, relative to the spec file's directory."
+_PATH_DOC = (
+    "File path or glob pattern; relative paths are looked up next to the spec file first, "
+    "then in the working directory (where `seqc data prepare` writes)."
+)
 _ENCODING_DOC = "Text encoding of the file."
 
 SP_MODEL_TYPES: Final[tuple[str, ...]] = ("unigram", "bpe", "char", "word")
