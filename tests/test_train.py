@@ -182,3 +182,14 @@ def test_missing_data_names_the_file(lm: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "dev.txt" in result.output and "Traceback" not in result.output
+
+
+def test_position_table_shorter_than_the_batches_is_an_error(lm: Path, tmp_path: Path) -> None:
+    from seqc.spec.errors import SeqcError
+
+    lm.write_text(lm.read_text().replace("SinusoidalPosition(d)", "LearnedPosition(16, d)"))
+    with pytest.raises(SeqcError) as e:
+        open_session(lm, "tiny", cache_dir=tmp_path / "cache")
+    assert e.value.code == "positions-too-short"
+    assert (e.value.span.line, e.value.span.col) == (11, 3)  # the `pos = ...` line
+    assert "up to 32 tokens" in e.value.message

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqc.compiler.graph import Graph
+from seqc.compiler.layers import LayerInstance
 from seqc.compiler.lower import lower_model
 from seqc.compiler.program import Program, load_program
 from seqc.compiler.resolve import ResolvedExperiment, resolve
 from seqc.data.pipeline import InputPipeline
-from seqc.spec.errors import UsageError
+from seqc.spec.errors import CheckError, UsageError
 
 
 @dataclass
@@ -59,4 +60,32 @@ def open_session(
     resolved = resolve(program, experiment, overrides, symbols)
     decl = program.layers[resolved.config[task]["model"].kind]
     graph = lower_model(decl, resolved.models[task], program.layers)
+    _check_positions(resolved.models[task], pipeline)
     return Session(program, resolved, task, pipeline, graph)
+
+
+POSITIONAL = ("SinusoidalPosition", "LearnedPosition")
+
+
+def _check_positions(model: LayerInstance, pipeline: InputPipeline) -> None:
+    """A position layer must cover the longest sequence the data will feed it.
+
+    Past its table a gather returns NaN rather than failing, so this is checked here, where the
+    batch lengths are known, and reported at the layer's line.
+    """
+    longest = max(
+        (b.bound for split in pipeline.splits.values() for b in split.batcher.buckets),
+        default=0,
+    )
+    stack = [model]
+    while stack:
+        inst = stack.pop()
+        stack.extend(inst.children)
+        if inst.kind in POSITIONAL and inst.args.get("max_length", longest) < longest:
+            raise CheckError(
+                f"`{inst.path}` covers {inst.args['max_length']} positions, but batches of "
+                f"`{pipeline.name}` are up to {longest} tokens long",
+                span=inst.span,
+                code="positions-too-short",
+                hint="raise the layer's max_length, or lower the input's buckets / max_length",
+            )
