@@ -34,9 +34,10 @@ from lowering_helpers import (
     softmax,
 )
 
+from seqc.backends.inputs import input_fields
 from seqc.backends.jax.interpret import run_graph
 from seqc.backends.jax.ops import Ctx
-from seqc.backends.jax.train import JaxModel, input_fields
+from seqc.backends.jax.train import JaxModel
 from seqc.compiler import cost
 from seqc.compiler.graph import GraphBuilder, TensorType
 from seqc.compiler.lower import LOWERINGS, lower_model

@@ -1,0 +1,45 @@
+"""Which batch field feeds which forward input, and which fields are a task's labels.
+
+Shared by every backend: the data layer names its fields once (`seqc.data.batch`), and a model's
+forward names its inputs; this table is the only place the two meet.
+"""
+
+from __future__ import annotations
+
+from seqc.compiler.graph import Graph
+from seqc.spec.errors import CheckError
+
+# Which batch field feeds a forward input of a given name (see seqc.data.batch).
+INPUT_FIELDS = {
+    "ids": "inputs",
+    "inputs": "inputs",
+    "tokens": "inputs",
+    "x": "inputs",
+    "src": "src",
+    "source": "src",
+    "src_mask": "src_mask",
+    "source_mask": "src_mask",
+    "tgt": "tgt_in",
+    "target": "tgt_in",
+    "tgt_in": "tgt_in",
+    "tgt_mask": "tgt_mask",
+    "target_mask": "tgt_mask",
+    "mask": "mask",
+}
+LABELS = {"lm": ("targets", "mask"), "seq2seq": ("tgt_out", "tgt_mask")}
+
+
+def input_fields(graph: Graph) -> dict[str, str]:
+    """Forward input name -> batch field; an unknown name is an error at the forward's span."""
+    out = {}
+    for name, vid in graph.inputs.items():
+        if name not in INPUT_FIELDS:
+            raise CheckError(
+                f"forward input `{name}` does not name a field the data provides",
+                span=graph.ops[vid].span,
+                code="unknown-input",
+                expected=", ".join(sorted(INPUT_FIELDS)),
+                hint="language models take `ids`; encoder-decoders take `src`, `src_mask`, `tgt`",
+            )
+        out[name] = INPUT_FIELDS[name]
+    return out

@@ -1,0 +1,270 @@
+"""Training on TensorFlow against training on JAX: same params, same batches, same steps.
+
+Why: `seqc.backends.tf.optim` writes optax's update equations out in TF (not Keras' optimizers,
+whose epsilon and bias correction differ), and `seqc.backends.tf.train` clips and steps as
+`JaxModel` does; the forward pass is already checked in `test_tf_parity.py`. Here each of the
+first three steps of each optimizer, with clipping active and a schedule, lands on the same
+params as JAX; every schedule gives optax's values; Adafactor's factored moments agree on their
+own; and 50 steps of a tiny LM follow the same loss curve.
+
+Errors are normwise: max|tf - jax| / max|jax| per param, the worst over params.
+
+The model's attention has no biases: the key bias adds the same q . b to every score of a query,
+which softmax ignores, so its true gradient is zero and each backend's is roundoff; Adam and
+Adagrad normalise that noise into steps of full size and random sign, on any two backends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+from lowering_helpers import params_of
+
+from seqc.backends.jax.optim import optimizer as jax_optimizer
+from seqc.backends.jax.optim import schedule as jax_schedule
+from seqc.backends.jax.train import JaxModel
+from seqc.backends.tf.optim import lr_at
+from seqc.backends.tf.optim import optimizer as tf_optimizer
+from seqc.backends.tf.optim import schedule as tf_schedule
+from seqc.backends.tf.train import TfModel
+from seqc.compiler.graph import Graph
+from seqc.compiler.lower import lower_model
+from seqc.compiler.program import load_program
+from seqc.compiler.resolve import resolve
+from seqc.compiler.values import CallValue
+from seqc.spec.kinds import REGISTRY
+
+VOCAB = 20
+B, T = 4, 12
+
+SPEC = """seqc 1
+input tiny {{
+  train = text("train.txt")
+  tokenizer = chars()
+}}
+layer Block(d: int, heads: int) {{
+  norm1 = LayerNorm(d)
+  attn = SelfAttention(d, heads, causal = true, bias = false)
+  norm2 = LayerNorm(d)
+  mlp = FeedForward(d, 2 * d, activation = "gelu")
+  forward (x: float32[B, T, d]) -> float32[B, T, d] {{
+    x = x + attn(norm1(x))
+    return x + mlp(norm2(x))
+  }}
+}}
+model LM(vocab: int, d: int = 16, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  blocks = repeat(1) Block(d, heads)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {{
+    return out(norm(blocks(pos(embed(ids)))))
+  }}
+}}
+task lm {{
+  input = tiny
+  model = LM(vocab = input.vocab_size)
+  loss = cross_entropy(label_smoothing = 0.1)
+}}
+experiment tiny {{
+  tasks = [lm]
+  train {{
+    steps = 50
+    clip_norm = 0.5
+  }}
+}}
+"""
+
+
+@dataclass
+class Batch:
+    arrays: dict[str, np.ndarray]
+    task: str = "lm"
+
+
+def call(namespace: str, kind: str, **args: Any) -> CallValue:
+    """A kind call with the catalogue's defaults filled in, as resolve gives it."""
+    spec = REGISTRY.get(namespace, kind)
+    assert spec is not None, kind
+    full = {p.name: p.default for p in spec.params if not p.required} | args
+    return CallValue(kind=kind, namespace=namespace, args=full)
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, dict, dict]:
+    """The tiny LM's graph, task and train configs."""
+    spec = tmp_path_factory.mktemp("spec") / "lm.seq"
+    spec.write_text(SPEC.format())
+    program = load_program(spec)
+    resolved = resolve(program, "tiny", symbols={"tiny.vocab_size": VOCAB})
+    task = resolved.tasks[0]
+    decl = program.layers[resolved.config[task]["model"].kind]
+    graph = lower_model(decl, resolved.models[task], program.layers)
+    return graph, resolved.config[task], dict(resolved.config["train"])
+
+
+def batches(n: int, seed: int = 0) -> list[Batch]:
+    """Fixed LM batches: rows count up from a random start (mod VOCAB), so there is something to
+    learn; right padding of a few lengths."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        start = rng.integers(0, VOCAB, (B, 1))
+        seq = ((start + np.arange(T + 1)[None, :]) % VOCAB).astype(np.int32)
+        lengths = np.array([T, T - 3, T, 5])
+        mask = np.arange(T)[None, :] < lengths[:, None]
+        out.append(Batch({"inputs": seq[:, :-1], "targets": seq[:, 1:], "mask": mask}))
+    return out
+
+
+def models(graph: Graph, task: dict, train: dict) -> tuple[JaxModel, dict, TfModel]:
+    """Both models from the same params: `params_of` puts noise on the zero- and one-initialised
+    ones, so that no param starts at zero (after a first Adam step such a param would be its
+    own update, lr * g / (|g| + eps), which roundoff in a g near eps moves relatively much)."""
+    params = params_of(graph)
+    jm = JaxModel(graph, task, train)
+    state = jm.init(0)
+    state["params"] = {k: jax.numpy.asarray(v) for k, v in params.items()}
+    state["opt_state"] = jm.tx.init(state["params"])
+    tm = TfModel(graph, task, train)
+    tm.init_from(params)
+    return jm, state, tm
+
+
+def param_error(want: dict, got: dict) -> float:
+    worst = 0.0
+    for name, a in want.items():
+        a64, b64 = np.asarray(a, np.float64), np.asarray(got[name], np.float64)
+        worst = max(worst, float(np.max(np.abs(a64 - b64)) / max(np.max(np.abs(a64)), 1e-6)))
+    return worst
+
+
+# ---------------------------------------------------------------------------- schedules
+
+SCHEDULES = {
+    "float": 0.01,
+    "constant": call("schedule", "constant", value=0.02),
+    "warmup_rsqrt": call("schedule", "warmup_rsqrt", peak=1e-2, warmup=4),
+    "linear_warmup": call("schedule", "linear_warmup", peak=1e-2, warmup=5),
+    "cosine": call("schedule", "cosine", peak=1e-2, final=1e-3),
+    "cosine-warmup": call("schedule", "cosine", peak=1e-2, warmup=3, decay_steps=8, final=1e-3),
+    "linear_decay": call("schedule", "linear_decay", peak=1e-2),
+    "linear_decay-warmup": call("schedule", "linear_decay", peak=1e-2, warmup=4, final=1e-4),
+    "exponential": call("schedule", "exponential", initial=1e-2, rate=0.5, every=3),
+    "exponential-staircase": call(
+        "schedule", "exponential", initial=1e-2, rate=0.5, every=3, staircase=True
+    ),
+    "piecewise": call("schedule", "piecewise", boundaries=[3, 7], values=[1e-2, 5e-3, 1e-3]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCHEDULES))
+def test_schedule_values_match_optax(case: str) -> None:
+    lr, total = SCHEDULES[case], 12
+    want_fn, got_fn = jax_schedule(lr, total), tf_schedule(lr, total)
+    assert callable(want_fn) == callable(got_fn)
+    for step in range(total + 3):
+        want = (
+            float(want_fn(jax.numpy.asarray(step, jax.numpy.int32)))
+            if callable(want_fn)
+            else want_fn
+        )
+        got = lr_at({"optimizer": call("optimizer", "sgd", lr=lr), "steps": total}, step)
+        assert abs(got - want) <= 1e-6 * max(abs(want), 1e-8), (step, got, want)
+
+
+# ---------------------------------------------------------------------------- one step each
+
+OPTIMIZERS = {
+    "adam-warmup_rsqrt": call("optimizer", "adam", lr=SCHEDULES["warmup_rsqrt"]),
+    "adam-l2-cosine": call("optimizer", "adam", lr=SCHEDULES["cosine-warmup"], weight_decay=1e-2),
+    "adamw-linear_decay": call(
+        "optimizer", "adamw", lr=SCHEDULES["linear_decay-warmup"], weight_decay=0.1
+    ),
+    "sgd-momentum-exponential": call("optimizer", "sgd", lr=SCHEDULES["exponential"], momentum=0.9),
+    "sgd-nesterov-l2-piecewise": call(
+        "optimizer",
+        "sgd",
+        lr=SCHEDULES["piecewise"],
+        momentum=0.9,
+        nesterov=True,
+        weight_decay=1e-3,
+    ),
+    "sgd-plain-constant": call("optimizer", "sgd", lr=SCHEDULES["constant"]),
+    "adagrad-linear_warmup": call("optimizer", "adagrad", lr=SCHEDULES["linear_warmup"]),
+    "adafactor-warmup_rsqrt": call("optimizer", "adafactor", lr=SCHEDULES["warmup_rsqrt"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPTIMIZERS))
+def test_optimizer_steps_match_jax(lm: tuple, case: str) -> None:
+    """Three steps (so moments and schedule counts are past their first values), each compared:
+    the gradient norm is above `clip_norm`, so clipping is active."""
+    graph, task, train = lm
+    train = train | {"optimizer": OPTIMIZERS[case], "steps": 10, "clip_norm": 0.5}
+    jm, state, tm = models(graph, task, train)
+    for batch in batches(3, seed=1):
+        state, jmet = jm.train_step(state, batch)
+        tmet = tm.train_step(batch)
+        assert float(jmet["grad_norm"]) > 0.5
+        np.testing.assert_allclose(float(tmet["grad_norm"]), float(jmet["grad_norm"]), rtol=1e-5)
+        error = param_error(state["params"], tm.numpy_params())
+        assert error <= 1e-5, f"{case}: {error:.2e}"
+    assert int(tm.step.numpy()) == int(state["step"]) == 3
+
+
+@pytest.mark.parametrize("factored", [True, False])
+def test_adafactor_matches_optax_on_factored_shapes(factored: bool) -> None:
+    """The tiny LM has no dim of 128, so Adafactor's factored moments are checked on the
+    optimizer alone: params of shapes that factor (both ways round) and that do not, fed the
+    same random gradients for three updates."""
+    opt = call("optimizer", "adafactor", lr=SCHEDULES["cosine"], factored=factored)
+    train = {"optimizer": opt, "steps": 12}
+    shapes = {"w": (130, 128), "w2": (128, 200), "cube": (2, 128, 129), "b": (128,), "s": (3, 4)}
+    rng = np.random.default_rng(0)
+    params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in shapes.items()}
+    tx = jax_optimizer(train, clip=False)
+    jax_params = {k: jax.numpy.asarray(v) for k, v in params.items()}
+    state = tx.init(jax_params)
+    tf_params = {k: tf.Variable(v) for k, v in params.items()}
+    tf_opt = tf_optimizer(train)
+    tf_opt.build(tf_params)
+    assert set(tf_opt.slots["v_row"]) == ({"w", "w2", "cube"} if factored else set())
+    for _ in range(3):
+        grads = {k: rng.normal(0.0, 1e-2, s).astype(np.float32) for k, s in shapes.items()}
+        updates, state = tx.update(
+            {k: jax.numpy.asarray(g) for k, g in grads.items()}, state, jax_params
+        )
+        jax_params = {k: jax_params[k] + updates[k] for k in shapes}
+        tf_opt.apply({k: tf.constant(g) for k, g in grads.items()}, tf_params)
+        error = param_error(jax_params, {k: v.numpy() for k, v in tf_params.items()})
+        assert error <= 1e-5, f"{error:.2e}"
+
+
+# ---------------------------------------------------------------------------- a training run
+
+
+def test_loss_curves_match_over_50_steps(lm: tuple) -> None:
+    graph, task, train = lm
+    opt = call("optimizer", "adam", lr=call("schedule", "warmup_rsqrt", peak=1e-2, warmup=10))
+    train = train | {"optimizer": opt, "steps": 50, "clip_norm": 0.5}
+    jm, state, tm = models(graph, task, train)
+    data = batches(5, seed=2)
+    jax_curve, tf_curve = [], []
+    for step in range(50):
+        batch = data[step % len(data)]
+        state, jmet = jm.train_step(state, batch)
+        jax_curve.append(float(jmet["loss"]))
+        tf_curve.append(float(tm.train_step(batch)["loss"]))
+    np.testing.assert_allclose(tf_curve, jax_curve, rtol=1e-2)
+    assert np.mean(jax_curve[-5:]) < 0.7 * np.mean(jax_curve[:5])  # it learns
+    for batch in data[:2]:
+        want, got = jm.eval_step(state["params"], batch), tm.eval_step(batch)
+        for key in ("loss", "nll_sum", "tokens", "correct"):
+            np.testing.assert_allclose(float(got[key]), float(want[key]), rtol=1e-2)
