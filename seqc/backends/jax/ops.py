@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from seqc.backends.primitives import registrar
+
 DTYPES = {
     "float32": jnp.float32,
     "bfloat16": jnp.bfloat16,
@@ -46,15 +48,7 @@ class Ctx:
 
 Fn = Callable[[list[jax.Array], dict[str, Any], Ctx], jax.Array]
 OPS: dict[str, Fn] = {}
-
-
-def op(*names: str) -> Callable[[Fn], Fn]:
-    def register(fn: Fn) -> Fn:
-        for n in names:
-            OPS[n] = fn
-        return fn
-
-    return register
+op = registrar(OPS)
 
 
 def _unary(f: Callable[[jax.Array], jax.Array]) -> Fn:

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends.primitives import registrar
+
 DTYPES = {
     "float32": tf.float32,
     "bfloat16": tf.bfloat16,
@@ -52,15 +54,7 @@ class Ctx:
 
 Fn = Callable[[list[tf.Tensor], dict[str, Any], Ctx], tf.Tensor]
 OPS: dict[str, Fn] = {}
-
-
-def op(*names: str) -> Callable[[Fn], Fn]:
-    def register(fn: Fn) -> Fn:
-        for n in names:
-            OPS[n] = fn
-        return fn
-
-    return register
+op = registrar(OPS)
 
 
 def _dim(x: tf.Tensor, axis: int) -> Any:
