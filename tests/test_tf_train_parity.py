@@ -211,7 +211,7 @@ def test_optimizer_steps_match_jax(lm: tuple, case: str) -> None:
     jm, state, tm = models(graph, task, train)
     for batch in batches(3, seed=1):
         state, jmet = jm.train_step(state, batch)
-        tmet = tm.train_step(batch)
+        _, tmet = tm.train_step(tm.state, batch)
         assert float(jmet["grad_norm"]) > 0.5
         np.testing.assert_allclose(float(tmet["grad_norm"]), float(jmet["grad_norm"]), rtol=1e-5)
         error = param_error(state["params"], tm.numpy_params())
@@ -261,10 +261,10 @@ def test_loss_curves_match_over_50_steps(lm: tuple) -> None:
         batch = data[step % len(data)]
         state, jmet = jm.train_step(state, batch)
         jax_curve.append(float(jmet["loss"]))
-        tf_curve.append(float(tm.train_step(batch)["loss"]))
+        tf_curve.append(float(tm.train_step(tm.state, batch)[1]["loss"]))
     np.testing.assert_allclose(tf_curve, jax_curve, rtol=1e-2)
     assert np.mean(jax_curve[-5:]) < 0.7 * np.mean(jax_curve[:5])  # it learns
     for batch in data[:2]:
-        want, got = jm.eval_step(state["params"], batch), tm.eval_step(batch)
+        want, got = jm.eval_step(state["params"], batch), tm.eval_step(tm.params, batch)
         for key in ("loss", "nll_sum", "tokens", "correct"):
             np.testing.assert_allclose(float(got[key]), float(want[key]), rtol=1e-2)

@@ -35,9 +35,16 @@ def run_graph(
     params: dict[str, Any],
     inputs: dict[str, Any],
     ctx: Ctx,
+    placement: dict[int, str] | None = None,
 ) -> list[tf.Tensor]:
-    """The graph's outputs for these params (arrays or variables) and inputs."""
+    """The graph's outputs for these params (arrays or variables) and inputs.
+
+    `placement` maps op ids to TF device names; see `seqc.backends.tf.placed`."""
     ctx.dims.update(bind_dims(graph, inputs))
+    if placement:
+        from seqc.backends.tf.placed import run_placed
+
+        return run_placed(graph, params, inputs, ctx, placement)
     return _run(graph, params, inputs, ctx)
 
 

@@ -8,6 +8,7 @@ optimizer's count and moments, and the step.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -25,12 +26,25 @@ from seqc.compiler.values import CallValue
 class TfModel:
     """A task's model, loss and optimizer as TF variables and compiled steps.
 
+    The calls mirror `JaxModel`'s so that one training loop drives both: `init` returns the
+    state (here a dict of the variables themselves, which the steps update in place),
+    `train_step(state, batch)` returns it with the metrics, and `eval_step` and `logits` take
+    the params (a dict of variables or arrays by layer path).
+
     Dropout draws from a stateless seed: `seed` with the step folded in, so a run is
-    reproducible (its masks differ from JAX's, another generator).
+    reproducible (its masks differ from JAX's, another generator). `jit_compile` compiles the
+    steps with XLA; `placement` (op id to TF device name) pins each op with `tf.device`.
     """
 
     def __init__(
-        self, graph: Graph, task: dict[str, Any], train: dict[str, Any], seed: int = 0
+        self,
+        graph: Graph,
+        task: dict[str, Any],
+        train: dict[str, Any],
+        seed: int = 0,
+        *,
+        jit_compile: bool = False,
+        placement: dict[int, str] | None = None,
     ) -> None:
         self.graph = graph
         self.fields = input_fields(graph)
@@ -48,9 +62,11 @@ class TfModel:
         self.opt.build(self.params)
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
-        self._train_step = tf.function(self._train_impl, reduce_retracing=True)
-        self._eval_step = tf.function(self._eval_impl, reduce_retracing=True)
-        self._logits = tf.function(self._logits_impl, reduce_retracing=True)
+        self.placement = placement
+        fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
+        self._train_step = fn(self._train_impl)
+        self._eval_step = fn(self._eval_impl)
+        self._logits = fn(self._logits_impl)
 
     # ---------------------------------------------------------------- state
     def init_from(self, params: dict[str, Any]) -> None:
@@ -63,12 +79,18 @@ class TfModel:
         self.opt.reset()
         self.step.assign(0)
 
-    def init(self, seed: int) -> None:
+    def init(self, seed: int) -> dict[str, Any]:
         """The same initial values as `JaxModel.init(seed)` (they come from JAX's generator)."""
         from seqc.backends.jax.init import init_params
 
         self.init_from({k: np.asarray(v) for k, v in init_params(self.graph, seed).items()})
         self.seed.assign([seed + 1, 0])
+        return self.state
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """Everything a resumed run needs, as variables: what a checkpoint saves."""
+        return {"params": self.params, "step": self.step, "seed": self.seed, "opt": self.opt}
 
     def numpy_params(self) -> dict[str, np.ndarray]:
         return {name: v.numpy() for name, v in self.params.items()}
@@ -76,9 +98,12 @@ class TfModel:
     def inputs(self, arrays: dict[str, Any]) -> dict[str, Any]:
         return {name: arrays[f] for name, f in self.fields.items()}
 
-    def forward(self, arrays: dict, rng: tf.Tensor | None, training: bool) -> tf.Tensor:
+    def forward(
+        self, arrays: dict, rng: tf.Tensor | None, training: bool, params: dict | None = None
+    ) -> tf.Tensor:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
-        return run_graph(self.graph, self.params, self.inputs(arrays), ctx)[0]
+        params = self.params if params is None else params
+        return run_graph(self.graph, params, self.inputs(arrays), ctx, self.placement)[0]
 
     # ---------------------------------------------------------------- steps
     def _train_impl(self, arrays: dict, task: str) -> dict:
@@ -101,22 +126,25 @@ class TfModel:
         self.step.assign_add(1)
         return dict(metrics) | {"grad_norm": norm}
 
-    def _eval_impl(self, arrays: dict, task: str) -> dict:
-        logits = self.forward(arrays, None, training=False)
+    def _eval_impl(self, params: dict, arrays: dict, task: str) -> dict:
+        logits = self.forward(arrays, None, training=False, params=params)
         labels, mask = LABELS[task]
         return task_loss(self.loss, logits, arrays[labels], arrays[mask])
 
-    def _logits_impl(self, arrays: dict) -> tf.Tensor:
-        return self.forward(arrays, None, training=False)
+    def _logits_impl(self, params: dict, arrays: dict) -> tf.Tensor:
+        return self.forward(arrays, None, training=False, params=params)
 
-    def train_step(self, batch: Any) -> dict[str, tf.Tensor]:
-        return self._train_step(self._arrays(batch), batch.task)
+    def train_step(self, state: dict[str, Any], batch: Any) -> tuple[dict, dict[str, tf.Tensor]]:
+        """One update of the variables in `state` (this model's own: it updates in place)."""
+        if state["params"] is not self.params:
+            raise ValueError("a TfModel steps only its own variables (pass model.state)")
+        return state, self._train_step(self._arrays(batch), batch.task)
 
-    def eval_step(self, batch: Any) -> dict[str, tf.Tensor]:
-        return self._eval_step(self._arrays(batch), batch.task)
+    def eval_step(self, params: dict[str, Any], batch: Any) -> dict[str, tf.Tensor]:
+        return self._eval_step(params, self._arrays(batch), batch.task)
 
-    def logits(self, arrays: dict[str, np.ndarray]) -> tf.Tensor:
-        return self._logits({k: tf.convert_to_tensor(v) for k, v in arrays.items()})
+    def logits(self, params: dict[str, Any], arrays: dict[str, np.ndarray]) -> tf.Tensor:
+        return self._logits(params, {k: tf.convert_to_tensor(v) for k, v in arrays.items()})
 
     @staticmethod
     def _arrays(batch: Any) -> dict[str, tf.Tensor]:
