@@ -28,7 +28,18 @@ RunOpt = Annotated[
 CacheOpt = Annotated[
     Path | None, typer.Option("--cache-dir", help="Tokenizer cache (default .cache/tokenizers).")
 ]
-BackendOpt = Annotated[str, typer.Option("--backend", help="jax (tf comes with the TF issue).")]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", help="jax or tf (default: the experiment's `backend`)."),
+]
+CheckpointOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--checkpoint",
+        help="Weights to load: a run directory or checkpoints folder written by either backend "
+        "(default: the run directory's).",
+    ),
+]
 
 
 def _session(spec: Path, experiment: str, set_: list[str] | None, cache: Path | None) -> Any:
@@ -37,31 +48,41 @@ def _session(spec: Path, experiment: str, set_: list[str] | None, cache: Path | 
     return open_session(spec, experiment, set_ or [], cache_dir=cache)
 
 
-def _check_backend(backend: str) -> None:
-    if backend != "jax":
-        from seqc.spec.errors import UsageError
+def _check_backend(backend: str | None) -> None:
+    """Fail on a bad --backend before the data is read, not after."""
+    if backend is not None:
+        from seqc.backends.select import check_backend
 
-        raise UsageError(
-            f"backend `{backend}` is not available yet",
-            code="bad-backend",
-            expected="jax",
-            found=backend,
-        )
+        check_backend(backend)
 
 
-def _restore(session: Any, run_dir: Path) -> tuple[Any, Any]:
-    from seqc.backends.jax.checkpoint import Checkpoints
-    from seqc.backends.jax.train import JaxModel
+def _backend(session: Any, backend: str | None) -> str:
+    from seqc.backends.select import check_backend
 
-    if not (run_dir / "checkpoints").is_dir():
+    return check_backend(backend or session.resolved.config["backend"])
+
+
+def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
+    """The model on `backend` with the weights of `source`, written by either backend."""
+    from seqc.backends import select
+    from seqc.backends.weights import match_params, read_weights
+
+    if not source.exists():
         raise FileError(
-            f"no checkpoints in {run_dir}",
-            path=str(run_dir),
+            f"no run directory or checkpoint at {source}",
+            path=str(source),
             code="no-checkpoint",
-            hint=f"train first: seqc train SPEC -e EXP --run-dir {run_dir}",
+            hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
         )
-    model = JaxModel(session.graph, session.task_config, session.train_config)
-    state = Checkpoints(run_dir / "checkpoints").restore(model.init(0))
+    weights = read_weights(source)
+    params = match_params(session.graph, weights)
+    model = select.make_model(backend, session.graph, session.task_config, session.train_config)
+    state = select.with_params(backend, model, params)
+    if weights.backend != backend:
+        err.print(
+            f"loaded the {select.NAMES[weights.backend]} checkpoint (step {weights.step}) into "
+            f"{select.NAMES[backend]}, tensor by tensor by layer path"
+        )
     return model, state
 
 
@@ -103,7 +124,7 @@ def train_cmd(
         bool, typer.Option("--resume", help="Continue from the last checkpoint.")
     ] = False,
     cache_dir: CacheOpt = None,
-    backend: BackendOpt = "jax",
+    backend: BackendOpt = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
     prompt: Annotated[str, typer.Option(help="Prompt of the sample printed at the end.")] = "",
 ) -> None:
@@ -112,12 +133,20 @@ def train_cmd(
 
     _check_backend(backend)
     session = _session(spec, experiment, set_, cache_dir)
+    backend = _backend(session, backend)
     run_dir = run_dir or Path("runs") / experiment
     params = sum(p.size for p in session.graph.params.values())
     err.print(escape(session.pipeline.summary()))
     err.print(f"model {session.resolved.config[session.task]['model'].kind}: {params:,} params")
+    err.print(f"backend: {backend}")
     result = train(
-        session, run_dir, resume=resume, console=err, progress=progress, eval_before=not resume
+        session,
+        run_dir,
+        resume=resume,
+        console=err,
+        progress=progress,
+        eval_before=not resume,
+        backend=backend,
     )
     if result.dev_before:
         out.print(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
@@ -140,7 +169,8 @@ def eval_cmd(
     ] = 200,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
-    backend: BackendOpt = "jax",
+    backend: BackendOpt = None,
+    checkpoint: CheckpointOpt = None,
 ) -> None:
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
     decoded translations when the task lists them."""
@@ -149,7 +179,7 @@ def eval_cmd(
     _check_backend(backend)
     session = _session(spec, experiment, set_, cache_dir)
     run_dir = run_dir or Path("runs") / experiment
-    model, state = _restore(session, run_dir)
+    model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
     scores = evaluate(model, state["params"], session.pipeline, split)
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
@@ -177,13 +207,14 @@ def decode_cmd(
     ] = None,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
-    backend: BackendOpt = "jax",
+    backend: BackendOpt = None,
+    checkpoint: CheckpointOpt = None,
 ) -> None:
     """Generate with the task's decode strategy, from a file or an interactive prompt."""
     _check_backend(backend)
     session = _session(spec, experiment, set_, cache_dir)
     run_dir = run_dir or Path("runs") / experiment
-    model, state = _restore(session, run_dir)
+    model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
     if input_file is not None:
         try:
             lines = (sys.stdin if str(input_file) == "-" else input_file.open()).read()
@@ -205,4 +236,44 @@ def decode_cmd(
         out.print(escape(_sample_text(session, model, state["params"], line)))
 
 
-COMMANDS = {"train": train_cmd, "eval": eval_cmd, "decode": decode_cmd}
+def convert_cmd(
+    source: Annotated[
+        Path, typer.Argument(help="A run directory or checkpoints folder.", show_default=False)
+    ],
+    to: Annotated[str, typer.Option("--to", help="Backend format to write: jax or tf.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="New folder for the converted weights.")],
+    step: Annotated[
+        int | None, typer.Option(help="Step of the checkpoint (default: the latest).")
+    ] = None,
+) -> None:
+    """Write a checkpoint's weights in the other backend's format, tensor by tensor by layer
+    path; the result loads with --checkpoint in eval, decode and export."""
+    import numpy as np
+
+    from seqc.backends.select import NAMES, check_backend
+    from seqc.backends.weights import read_weights, write_weights
+
+    check_backend(to)
+    weights = read_weights(source, step)
+    write_weights(weights, out_dir, to)
+    back = read_weights(out_dir)
+    worst = max(
+        (float(np.max(np.abs(back.params[k] - v), initial=0.0)) for k, v in weights.params.items()),
+        default=0.0,
+    )
+    if set(back.params) != set(weights.params) or worst != 0.0:
+        raise FileError(
+            f"the converted weights at {out_dir} differ from the source (max |diff| {worst})",
+            path=str(out_dir),
+            code="convert-failed",
+        )
+    size = sum(v.nbytes for v in weights.params.values())
+    out.print(
+        f"converted {len(weights.params)} tensors ({size / 2**20:.1f} MiB) of step {weights.step} "
+        f"from {NAMES[weights.backend]} to {NAMES[to]}: {out_dir}"
+    )
+    if weights.full_state:
+        err.print("the optimizer state stays behind: the converted checkpoint holds weights only")
+
+
+COMMANDS = {"train": train_cmd, "eval": eval_cmd, "decode": decode_cmd, "convert": convert_cmd}

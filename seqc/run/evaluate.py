@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jax
+from seqc.backends.select import fetch
 
 
 def evaluate(model: Any, params: Any, pipeline: Any, split: str, max_batches: int = 0) -> dict:
@@ -14,7 +14,7 @@ def evaluate(model: Any, params: Any, pipeline: Any, split: str, max_batches: in
     for i, batch in enumerate(pipeline.batches(split)):
         if max_batches and i >= max_batches:
             break
-        out = jax.device_get(model.eval_step(params, batch))
+        out = fetch(model.eval_step(params, batch))
         sums["loss_sum"] += float(out["loss"]) * float(out["tokens"])
         sums["nll_sum"] += float(out["nll_sum"])
         sums["tokens"] += float(out["tokens"])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jax
+import numpy as np
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -23,12 +23,13 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from seqc.backends.jax.checkpoint import Checkpoints
+from seqc.backends import select
 from seqc.backends.jax.optim import lr_at
-from seqc.backends.jax.train import JaxModel
+from seqc.backends.weights import detect, read_weights
 from seqc.run.evaluate import evaluate
 from seqc.run.rundir import RunDir
 from seqc.run.session import Session
+from seqc.spec.errors import UsageError
 
 
 @dataclass
@@ -36,7 +37,8 @@ class TrainResult:
     run_dir: Path
     steps: int
     state: Any
-    model: JaxModel
+    model: Any
+    backend: str = "jax"
     history: list[dict[str, Any]] = field(default_factory=list)
     dev_before: dict[str, Any] | None = None
     dev_after: dict[str, Any] | None = None
@@ -51,34 +53,43 @@ def train(
     eval_batches: int = 50,
     progress: bool = True,
     eval_before: bool = False,
+    backend: str = "jax",
+    model_options: dict[str, Any] | None = None,
 ) -> TrainResult:
+    """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
+    run directory and checkpoints schedule on both."""
     console = console or Console(stderr=True)
+    select.check_backend(backend)
     cfg = session.train_config
     total = int(cfg["steps"])
     seed = int(cfg["seed"])
+    if resume:
+        _check_resumable(run_dir / "checkpoints", backend)
     run = RunDir.create(run_dir, session.program, session.resolved, resume)
     run.write_run_info(
         {
             "experiment": session.resolved.name,
             "task": session.task,
-            "backend": "jax",
+            "backend": backend,
             "seed": seed,
             "data_seed": session.pipeline.seed,
             "params": sum(p.size for p in session.graph.params.values()),
             "data": session.pipeline.summary(),
         }
     )
-    model = JaxModel(session.graph, session.task_config, cfg)
+    model = select.make_model(
+        backend, session.graph, session.task_config, cfg, **(model_options or {})
+    )
     state = model.init(seed)
-    checkpoints = Checkpoints(run.checkpoints)
+    checkpoints = select.checkpoints(backend, run.checkpoints)
     start = 0
     if resume and checkpoints.latest() is not None:
         state = checkpoints.restore(state)
-        start = int(state["step"])
+        start = int(np.asarray(state["step"]))
         run.truncate_metrics(start)
         console.print(f"resumed from step {start} of {run.checkpoints}")
     has_dev = "dev" in session.pipeline.splits
-    result = TrainResult(run_dir, total, state, model)
+    result = TrainResult(run_dir, total, state, model, backend=backend)
     if eval_before and has_dev and start == 0:
         result.dev_before = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
         run.log({"step": 0, "split": "dev", **result.dev_before})
@@ -96,7 +107,7 @@ def train(
             pending.append((step + 1, metrics))
             done = step + 1
             if done % log_every == 0 or done == total:
-                fetched = jax.device_get([m for _, m in pending])
+                fetched = [select.fetch(m) for _, m in pending]
                 elapsed = time.perf_counter() - window_start
                 for (s, _), m in zip(pending, fetched, strict=True):
                     window_tokens += float(m["tokens"])
@@ -131,6 +142,30 @@ def train(
     run.close()
     result.state = state
     return result
+
+
+def _check_resumable(directory: Path, backend: str) -> None:
+    """A run resumes only from a full checkpoint of its own backend (optimizer state included)."""
+    if not directory.is_dir() or not any(directory.iterdir()):
+        return
+    written_by = detect(directory)
+    if written_by != backend:
+        raise UsageError(
+            f"the checkpoints in {directory} were written by the {written_by} backend; a run "
+            "resumes only on the backend that wrote it",
+            code="backend-mismatch",
+            expected=written_by,
+            found=backend,
+            hint=f"resume with --backend {written_by}, or start a new run directory (use "
+            f"`seqc convert` to move the weights)",
+        )
+    if not read_weights(directory).full_state:
+        raise UsageError(
+            f"the checkpoint in {directory} holds weights only (converted), not the optimizer "
+            "state a resumed run needs",
+            code="weights-only",
+            hint="evaluate or decode from it, or train from scratch in a new run directory",
+        )
 
 
 def _progress(console: Console, enabled: bool) -> Progress:

@@ -1,0 +1,169 @@
+"""The run commands on the TF backend, and weights moving between backends.
+
+Training on TF learns and resumes exactly; a checkpoint of either backend evaluates in the
+other with the same figures; `seqc convert` round-trips weights; mismatched, corrupt and
+wrong-backend checkpoints are clear errors naming the tensor, the shapes or the backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_train import LM_SPEC, _corpus
+from typer.testing import CliRunner
+
+from seqc.backends.select import numpy_params
+from seqc.backends.weights import read_weights
+from seqc.cli import app
+from seqc.run.session import open_session
+from seqc.run.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+runner = CliRunner()
+
+
+@pytest.fixture
+def lm(tmp_path: Path) -> Path:
+    _corpus(tmp_path)
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    spec = tmp_path / "lm.seq"
+    spec.write_text(LM_SPEC.format(common=common.as_posix()))
+    return spec
+
+
+def _base(lm: Path, tmp_path: Path) -> list[str]:
+    return [str(lm), "-e", "tiny", "--cache-dir", str(tmp_path / "cache")]
+
+
+def _figures(output: str) -> dict[str, float]:
+    out = {}
+    for line in output.splitlines():
+        name, _, value = line.partition(":")
+        if name.startswith("dev_") and value.strip():
+            out[name] = float(value.split()[0])
+    return out
+
+
+def test_tf_training_learns_and_resumes_exactly(lm: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    straight = train(
+        open_session(lm, "tiny", cache_dir=cache), tmp_path / "a", progress=False, backend="tf"
+    )
+    losses = [h["loss"] for h in straight.history]
+    assert len(losses) == 20
+    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:3])
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["backend"] == "tf"
+    assert (tmp_path / "a" / "checkpoints" / "ckpt-20.index").is_file()
+
+    half = open_session(lm, "tiny", ["train.steps=10"], cache_dir=cache)
+    train(half, tmp_path / "b", progress=False, backend="tf")
+    resumed = train(
+        open_session(lm, "tiny", cache_dir=cache),
+        tmp_path / "b",
+        resume=True,
+        progress=False,
+        backend="tf",
+    )
+    want, got = numpy_params(straight.state["params"]), numpy_params(resumed.state["params"])
+    for name in want:
+        np.testing.assert_array_equal(want[name], got[name], err_msg=name)
+    curve = [
+        json.loads(line)["loss"]
+        for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["split"] == "train"
+    ]
+    np.testing.assert_allclose(curve, losses, rtol=1e-6)
+
+
+def test_checkpoints_evaluate_the_same_on_either_backend(lm: Path, tmp_path: Path) -> None:
+    base = _base(lm, tmp_path)
+    for backend in ("jax", "tf"):
+        run = str(tmp_path / backend)
+        args = ["train", *base, "--run-dir", run, "--no-progress", "--backend", backend]
+        result = runner.invoke(app, [*args, "--set", "train.steps=4"])
+        assert result.exit_code == 0, result.output
+        assert f"backend: {backend}" in result.output
+    figures = {}
+    for written in ("jax", "tf"):
+        for reader in ("jax", "tf"):
+            args = ["eval", *base, "--run-dir", str(tmp_path / written), "--backend", reader]
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, result.output
+            figures[written, reader] = _figures(result.output)
+            if written != reader:
+                assert "tensor by tensor by layer path" in " ".join(result.output.split())
+    for written in ("jax", "tf"):
+        a, b = figures[written, "jax"], figures[written, "tf"]
+        assert a.keys() == b.keys() and "dev_perplexity" in a
+        for k in a:
+            assert b[k] == pytest.approx(a[k], rel=1e-4), k
+
+
+def test_convert_round_trips_weights_and_loads_with_checkpoint(lm: Path, tmp_path: Path) -> None:
+    base = _base(lm, tmp_path)
+    run = tmp_path / "run"
+    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--set", "train.steps=2"]
+    assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, ["convert", str(run), "--to", "tf", "--out", str(tmp_path / "t")])
+    assert result.exit_code == 0, result.output
+    assert "from JAX to TensorFlow" in result.output
+    back = tmp_path / "j"
+    result = runner.invoke(app, ["convert", str(tmp_path / "t"), "--to", "jax", "--out", str(back)])
+    assert result.exit_code == 0, result.output
+    source, again = read_weights(run), read_weights(back)
+    assert (again.backend, again.step, again.full_state) == ("jax", 2, False)
+    assert source.params.keys() == again.params.keys()
+    for name, v in source.params.items():
+        np.testing.assert_array_equal(v, again.params[name], err_msg=name)
+    evaluated = {}
+    for where in (run, tmp_path / "t"):
+        args = ["eval", *base, "--checkpoint", str(where), "--backend", "jax"]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        evaluated[where] = _figures(result.output)
+    assert evaluated[run] == evaluated[tmp_path / "t"]
+    result = runner.invoke(app, ["convert", str(run), "--to", "tf", "--out", str(tmp_path / "t")])
+    assert result.exit_code == 2 and "exists" in result.output  # never overwrites
+
+
+def test_wrong_shapes_name_the_tensor_and_both_shapes(lm: Path, tmp_path: Path) -> None:
+    base = _base(lm, tmp_path)
+    run = str(tmp_path / "run")
+    args = ["train", *base, "--run-dir", run, "--no-progress", "--backend", "tf"]
+    assert runner.invoke(app, [*args, "--set", "train.steps=1"]).exit_code == 0
+    result = runner.invoke(app, ["eval", *base, "--run-dir", run, "--set", "lm.model.d=16"])
+    assert result.exit_code == 2, result.output
+    assert "checkpoint-mismatch" in result.output and "Traceback" not in result.output
+    flat = " ".join(result.output.split())
+    assert "TensorFlow checkpoint" in flat and "does not fit this model" in flat
+    assert "tensor `blocks.0.attn.q.w` has shape [32, 32], the model expects [16, 16]" in flat
+
+
+def test_broken_and_foreign_tf_checkpoints_are_clear_errors(lm: Path, tmp_path: Path) -> None:
+    base = _base(lm, tmp_path)
+    run = tmp_path / "run"
+    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--backend", "tf"]
+    assert runner.invoke(app, [*args, "--set", "train.steps=2"]).exit_code == 0
+    resume = ["train", *base, "--run-dir", str(run), "--resume", "--backend", "jax"]
+    result = runner.invoke(app, resume)
+    assert result.exit_code == 2 and "backend-mismatch" in result.output
+    assert "--backend tf" in result.output
+    for f in (run / "checkpoints").glob("ckpt-2.*"):
+        f.write_bytes(b"garbage")
+    result = runner.invoke(app, ["eval", *base, "--run-dir", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "bad-checkpoint" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["eval", *base, "--backend", "torch", "--run-dir", str(run)])
+    assert result.exit_code == 2 and "bad-backend" in result.output
+
+
+def test_the_experiment_names_its_default_backend(lm: Path, tmp_path: Path) -> None:
+    lm.write_text(lm.read_text().replace("tasks = [lm]", 'tasks = [lm]\n  backend = "tf"'))
+    run = tmp_path / "run"
+    args = ["train", *_base(lm, tmp_path), "--run-dir", str(run), "--no-progress"]
+    result = runner.invoke(app, [*args, "--set", "train.steps=1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((run / "run.json").read_text())["backend"] == "tf"
