@@ -167,3 +167,38 @@ def test_the_experiment_names_its_default_backend(lm: Path, tmp_path: Path) -> N
     result = runner.invoke(app, [*args, "--set", "train.steps=1"])
     assert result.exit_code == 0, result.output
     assert json.loads((run / "run.json").read_text())["backend"] == "tf"
+
+
+def test_savedmodel_export_serves_the_trained_model(lm: Path, tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    from seqc.backends.jax.train import JaxModel
+    from seqc.backends.weights import match_params
+
+    base = _base(lm, tmp_path)
+    run = tmp_path / "run"
+    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--set", "train.steps=3"]
+    assert runner.invoke(app, args).exit_code == 0
+    result = runner.invoke(app, ["export", *base, "--run-dir", str(run), "--format", "savedmodel"])
+    assert result.exit_code == 0, result.output
+    assert "signatures serving_default, logits, log_probs" in " ".join(result.output.split())
+    path = run / "export" / "savedmodel"
+    manifest = json.loads((path / "assets.extra" / "seqc.json").read_text())
+    assert manifest["inputs"] == {"ids": {"dtype": "int32", "shape": ["B", "T"]}}
+    assert manifest["checkpoint"] == {"backend": "jax", "step": 3}
+
+    loaded = tf.saved_model.load(str(path))
+    session = open_session(lm, "tiny", cache_dir=tmp_path / "cache")
+    model = JaxModel(session.graph, session.task_config, session.train_config)
+    params = match_params(session.graph, read_weights(run))
+    for b, t in ((1, 5), (3, 17)):  # any batch size and length
+        ids = np.random.default_rng(b).integers(0, session.pipeline.vocab_size, (b, t), np.int32)
+        want = np.asarray(model.logits(params, {"inputs": ids}), np.float64)
+        logits = loaded.signatures["serving_default"](ids=tf.constant(ids))["logits"].numpy()
+        np.testing.assert_allclose(logits, want, atol=1e-5)
+        shifted = want - want.max(-1, keepdims=True)
+        ref = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+        got = loaded.signatures["log_probs"](ids=tf.constant(ids))["log_probs"].numpy()
+        np.testing.assert_allclose(got, ref, atol=1e-5)
+    again = runner.invoke(app, ["export", *base, "--run-dir", str(run)])
+    assert again.exit_code == 2 and "exists" in again.output

@@ -276,4 +276,64 @@ def convert_cmd(
         err.print("the optimizer state stays behind: the converted checkpoint holds weights only")
 
 
-COMMANDS = {"train": train_cmd, "eval": eval_cmd, "decode": decode_cmd, "convert": convert_cmd}
+EXPORT_FORMATS = ("savedmodel",)
+
+
+def export_cmd(
+    spec: FileArg,
+    experiment: ExpOpt,
+    run_dir: RunOpt = None,
+    checkpoint: CheckpointOpt = None,
+    format_: Annotated[
+        list[str] | None,
+        typer.Option("--format", help="savedmodel (repeatable; ONNX and TFLite come next)."),
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Folder for the artifacts (default RUN/export).")
+    ] = None,
+    set_: SetOpt = None,
+    cache_dir: CacheOpt = None,
+) -> None:
+    """Export a trained model's weights (from either backend) as deployment artifacts, checked
+    for parity against the model on the spec's own dev data."""
+    from seqc.backends.weights import match_params, read_weights
+    from seqc.run.export import export_savedmodel_checked
+    from seqc.spec.errors import UsageError
+
+    formats = format_ or ["savedmodel"]
+    for f in formats:
+        if f not in EXPORT_FORMATS:
+            raise UsageError(
+                f"unknown or not yet available export format `{f}`",
+                code="bad-format",
+                expected=", ".join(EXPORT_FORMATS),
+                found=f,
+            )
+    session = _session(spec, experiment, set_, cache_dir)
+    run_dir = run_dir or Path("runs") / experiment
+    source = checkpoint or run_dir
+    if not source.exists():
+        raise FileError(
+            f"no run directory or checkpoint at {source}",
+            path=str(source),
+            code="no-checkpoint",
+            hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
+        )
+    weights = read_weights(source)
+    params = match_params(session.graph, weights)
+    target = out_dir or run_dir / "export"
+    report = export_savedmodel_checked(session, params, weights, target / "savedmodel")
+    out.print(
+        f"savedmodel: {report['path']}  signatures {', '.join(report['signatures'])}  "
+        f"max |logit diff| vs TF model {report['max_abs_err_tf']:.2e}, "
+        f"vs JAX {report['max_abs_err_jax']:.2e} on {report['batches']} dev batches"
+    )
+
+
+COMMANDS = {
+    "train": train_cmd,
+    "eval": eval_cmd,
+    "decode": decode_cmd,
+    "convert": convert_cmd,
+    "export": export_cmd,
+}
