@@ -62,6 +62,10 @@ class TfModel:
         self.opt.build(self.params)
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
+        if placement:
+            from seqc.backends.tf.placed import check_devices
+
+            check_devices(placement)  # now, not at the first trace
         self.placement = placement
         fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
         self._train_step = fn(self._train_impl)

@@ -1,0 +1,90 @@
+"""The TF emitter with a placement: each op pinned with `tf.device` on two logical CPUs.
+
+Logical devices must be configured before TF starts, so the check runs in a fresh process. It
+trains the same tiny LM from the same params with and without a placement (the Transformer
+block and the output layer on CPU:1, the rest on CPU:0) and compares the losses; it also reads
+the devices of the traced training graph, so a placement that was silently ignored fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+
+SCRIPT = r"""
+import json, sys, tempfile
+from pathlib import Path
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from lowering_helpers import params_of
+from test_tf_train_parity import SPEC, VOCAB, batches
+from seqc.backends.tf.placed import by_layer, devices_used
+from seqc.backends.tf.train import TfModel
+from seqc.compiler.lower import lower_model
+from seqc.compiler.program import load_program
+from seqc.compiler.resolve import resolve
+
+spec = Path(tempfile.mkdtemp()) / "lm.seq"
+spec.write_text(SPEC.format())
+program = load_program(spec)
+resolved = resolve(program, "tiny", symbols={"tiny.vocab_size": VOCAB})
+task = resolved.tasks[0]
+graph = lower_model(
+    program.layers[resolved.config[task]["model"].kind], resolved.models[task], program.layers
+)
+plan = by_layer(graph, {"blocks": "/device:CPU:1", "out": "/device:CPU:1"}, "/device:CPU:0")
+params = params_of(graph)
+cfg = dict(resolved.config["train"])
+losses = {}
+devices = {}
+for name, placement in (("single", None), ("placed", plan)):
+    model = TfModel(graph, resolved.config[task], cfg, placement=placement)
+    model.init_from(params)
+    curve = []
+    for batch in batches(5):
+        _, metrics = model.train_step(model.state, batch)
+        curve.append(float(metrics["loss"]))
+    losses[name] = curve
+    fn = model._train_step.get_concrete_function(model._arrays(batch), "lm")
+    found = {}
+    for op in fn.graph.get_operations():
+        if op.device:
+            key = op.device.rsplit("/", 1)[-1].replace("device:", "")
+            found[key] = found.get(key, 0) + 1
+    devices[name] = found
+try:
+    TfModel(graph, resolved.config[task], cfg, placement={0: "/device:CPU:7"}).init(0)
+    bad = "no error"
+except ValueError as e:
+    bad = str(e)
+print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(graph, plan),
+                  "bad": bad}))
+"""
+
+
+def test_placed_program_trains_with_the_same_loss_on_two_cpus() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(TESTS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    single, placed = out["losses"]["single"], out["losses"]["placed"]
+    assert len(single) == 5
+    for a, b in zip(single, placed, strict=True):
+        assert abs(a - b) <= 1e-6 * abs(a), (single, placed)
+    assert out["plan"]["/device:CPU:1"] > 20 and out["plan"]["/device:CPU:0"] > 5
+    assert out["devices"]["placed"].get("CPU:1", 0) > 20  # pinned in the traced graph
+    assert out["devices"]["placed"].get("CPU:0", 0) > 5
+    assert "CPU:1" not in out["devices"]["single"]
+    assert "CPU:7" in out["bad"] and "/device:CPU:1" in out["bad"]
