@@ -202,3 +202,17 @@ def test_savedmodel_export_serves_the_trained_model(lm: Path, tmp_path: Path) ->
         np.testing.assert_allclose(got, ref, atol=1e-5)
     again = runner.invoke(app, ["export", *base, "--run-dir", str(run)])
     assert again.exit_code == 2 and "exists" in again.output
+
+
+def test_decoding_on_tf_matches_jax_token_for_token(lm: Path, tmp_path: Path) -> None:
+    base = _base(lm, tmp_path)
+    run = str(tmp_path / "run")
+    assert runner.invoke(app, ["train", *base, "--run-dir", run, "--no-progress"]).exit_code == 0
+    outputs = {}
+    for backend in ("jax", "tf"):
+        args = ["decode", *base, "--run-dir", run, "--input", "-", "--backend", backend]
+        result = runner.invoke(app, args, input="abc\nde f\nb\n")
+        assert result.exit_code == 0, result.output
+        outputs[backend] = [line for line in result.output.splitlines() if "tensor by" not in line]
+    assert len(outputs["jax"]) >= 3
+    assert outputs["tf"][-3:] == outputs["jax"][-3:]

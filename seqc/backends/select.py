@@ -22,7 +22,6 @@ BACKENDS = ("jax", "tf")
 __all__ = ["BACKENDS", "NAMES", "check_backend", "checkpoints", "fetch", "make_model"]
 
 
-
 def check_backend(name: str) -> str:
     if name not in BACKENDS:
         raise UsageError(

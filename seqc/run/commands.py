@@ -87,7 +87,7 @@ def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
 
 
 def _sample_text(session: Any, model: Any, params: Any, prompt: str | None = None) -> str:
-    from seqc.run.decode import Decoder
+    from seqc.run.decode import decoder_for
 
     tok = session.pipeline.tokenizer
     strategy = session.task_config.get("decode")
@@ -95,7 +95,7 @@ def _sample_text(session: Any, model: Any, params: Any, prompt: str | None = Non
         from seqc.compiler.values import CallValue
 
         strategy = CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
-    dec = Decoder(model, params, session.pipeline.task, tok.bos_id, tok.eos_id, tok.pad_id)
+    dec = decoder_for(model, params, session.pipeline.task, tok.bos_id, tok.eos_id, tok.pad_id)
     if session.pipeline.task == "lm":
         start = tok.encode(prompt or "")
         ids = [*start, *dec.generate(strategy, start, stop_at_eos=False)]

@@ -144,3 +144,13 @@ def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) ->
         probs = np.where(mask, probs, 0.0)
         probs /= probs.sum()
     return int(rng.choice(len(probs), p=probs))
+
+
+def decoder_for(model: Any, params: Any, task: str, bos: int, eos: int, pad: int) -> Any:
+    """The decoder for a model's backend: on TF the whole loop runs in one TF graph
+    (`seqc.backends.tf.decode`); on JAX this module's loop calls the jitted forward pass."""
+    if getattr(model, "backend", "jax") == "tf":
+        from seqc.backends.tf.decode import TfDecoder
+
+        return TfDecoder(model, params, task, bos, eos, pad)
+    return Decoder(model, params, task, bos, eos, pad)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from seqc.compiler.values import CallValue
-from seqc.run.decode import Decoder
+from seqc.run.decode import decoder_for
 
 
 def score_translations(
@@ -18,7 +18,7 @@ def score_translations(
     if limit:
         examples = examples[:limit]
     src_tok, tgt_tok = pipeline.tokenizer, pipeline.target_tokenizer
-    dec = Decoder(model, params, "seq2seq", tgt_tok.bos_id, tgt_tok.eos_id, tgt_tok.pad_id)
+    dec = decoder_for(model, params, "seq2seq", tgt_tok.bos_id, tgt_tok.eos_id, tgt_tok.pad_id)
     bound = max(b.bound for b in pipeline.buckets)
     hyps, refs = [], []
     for ex in examples:

@@ -26,6 +26,8 @@ from seqc.compiler.values import CallValue
 class JaxModel:
     """A task's model, loss and optimizer, compiled for training and evaluation."""
 
+    backend = "jax"
+
     def __init__(self, graph: Graph, task: dict[str, Any], train: dict[str, Any]) -> None:
         self.graph = graph
         self.fields = input_fields(graph)

@@ -36,6 +36,8 @@ class TfModel:
     steps with XLA; `placement` (op id to TF device name) pins each op with `tf.device`.
     """
 
+    backend = "tf"
+
     def __init__(
         self,
         graph: Graph,

@@ -1,0 +1,383 @@
+"""In-graph decoding on TensorFlow (`TfDecoder`) against the reference decoder.
+
+Why: `TfDecoder` runs each whole decode loop inside one `tf.function` (a `tf.while_loop` over
+steps, the full forward recomputed over a fixed buffer), where `seqc.run.decode.Decoder` runs one
+forward per step from Python. Driven by the same `TfModel` and params, greedy decoding and beam
+search must give the reference's tokens exactly. Sampling draws from TF's stateless generator,
+not numpy's, so it is checked by its properties: one output per seed, and temperature, top-k and
+top-p cut the distribution where the reference does.
+
+The models are tiny (width 32, one layer, 50 tokens) and trained for a few seconds on toy tasks:
+an LM whose lines count up from a random token and end after a random length, and an
+encoder-decoder that reverses its source. So EOS arrives at various steps, beam search keeps
+finished and open hypotheses side by side, and decisions are rarely near ties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from seqc.backends.tf.decode import TfDecoder
+from seqc.backends.tf.train import TfModel
+from seqc.compiler.lower import lower_model
+from seqc.compiler.program import load_program
+from seqc.compiler.resolve import resolve
+from seqc.compiler.values import CallValue
+from seqc.run.decode import Decoder
+from seqc.spec.kinds import REGISTRY
+
+VOCAB = 50
+PAD, BOS, EOS = 0, 1, 2
+FIRST = 3  # the first ordinary token
+T = 16  # training length
+STEPS = 150
+
+LAYERS = """
+layer Block(d: int, heads: int) {
+  norm1 = LayerNorm(d)
+  attn = SelfAttention(d, heads, causal = true)
+  norm2 = LayerNorm(d)
+  cross = CrossAttention(d, heads)
+  norm3 = LayerNorm(d)
+  mlp = FeedForward(d, 2 * d, activation = "gelu")
+  forward (x: float32[B, T, d], mem: float32[B, S, d], mask: bool[B, S]) -> float32[B, T, d] {
+    x = x + attn(norm1(x))
+    x = x + cross(norm2(x), mem, mask = mask)
+    return x + mlp(norm3(x))
+  }
+}
+layer CausalBlock(d: int, heads: int) {
+  norm1 = LayerNorm(d)
+  attn = SelfAttention(d, heads, causal = true)
+  norm2 = LayerNorm(d)
+  mlp = FeedForward(d, 2 * d, activation = "gelu")
+  forward (x: float32[B, T, d]) -> float32[B, T, d] {
+    x = x + attn(norm1(x))
+    return x + mlp(norm2(x))
+  }
+}
+"""
+
+SPEC = f"""seqc 1
+input lines {{
+  train = text("train.txt")
+  tokenizer = chars()
+}}
+input pairs {{
+  train = tsv("train.tsv", source = 0, target = 1)
+  tokenizer = chars()
+}}
+{LAYERS}
+model LM(vocab: int, d: int = 32, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  block = CausalBlock(d, heads)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {{
+    return out(norm(block(pos(embed(ids)))))
+  }}
+}}
+model Seq2Seq(vocab: int, d: int = 32, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  encoder = SelfAttention(d, heads)
+  enc_norm = LayerNorm(d)
+  decoder = Block(d, heads)
+  dec_norm = LayerNorm(d)
+  out = Softmax(vocab, d)
+  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) -> float32[B, T, vocab] {{
+    x = pos(embed(src))
+    memory = enc_norm(x + encoder(x, mask = src_mask))
+    return out(dec_norm(decoder(pos(embed(tgt)), memory, mask = src_mask)))
+  }}
+}}
+task lm {{
+  input = lines
+  model = LM(vocab = input.vocab_size)
+}}
+task translate {{
+  input = pairs
+  model = Seq2Seq(vocab = input.vocab_size)
+}}
+experiment lm {{
+  tasks = [lm]
+  train {{ optimizer = adam(lr = 1e-2) }}
+}}
+experiment mt {{
+  tasks = [translate]
+  train {{ optimizer = adam(lr = 1e-2) }}
+}}
+"""
+
+
+@dataclass
+class Batch:
+    arrays: dict[str, np.ndarray]
+    task: str
+
+
+@dataclass
+class Setup:
+    """A trained tiny model, its task kind, and the inputs the tests decode from."""
+
+    model: TfModel
+    task: str
+    prompts: list[list[int]]
+    sources: list[list[int] | None]
+
+
+def strategy(kind: str, **args: Any) -> CallValue:
+    """A decode call with the catalogue's defaults filled in, as resolve gives it."""
+    spec = REGISTRY.get("decode", kind)
+    assert spec is not None, kind
+    full = {p.name: p.default for p in spec.params if not p.required} | args
+    return CallValue(kind=kind, namespace="decode", args=full)
+
+
+def successor(x: int) -> int:
+    return FIRST + (x - FIRST + 1) % (VOCAB - FIRST)
+
+
+def lm_batch(rng: np.random.Generator, rows: int = 32) -> Batch:
+    """Lines that count up from a random token for 2 to 11 tokens, then EOS."""
+    seq = np.full((rows, T + 1), PAD, np.int32)
+    for b in range(rows):
+        x, toks = int(rng.integers(FIRST, VOCAB)), [BOS]
+        for _ in range(rng.integers(2, 12)):
+            toks.append(x)
+            x = successor(x)
+        seq[b, : len(toks) + 1] = [*toks, EOS]
+    return Batch({"inputs": seq[:, :-1], "targets": seq[:, 1:], "mask": seq[:, 1:] != PAD}, "lm")
+
+
+def mt_batch(rng: np.random.Generator, rows: int = 32) -> Batch:
+    """Sources of 2 to 9 random tokens and EOS; targets the reversed source."""
+    src, tgt = np.full((rows, T), PAD, np.int32), np.full((rows, T + 1), PAD, np.int32)
+    for b in range(rows):
+        words = rng.integers(FIRST, VOCAB, rng.integers(2, 10)).tolist()
+        src[b, : len(words) + 1] = [*words, EOS]
+        tgt[b, : len(words) + 2] = [BOS, *words[::-1], EOS]
+    arrays = {"src": src, "src_mask": src != PAD, "tgt_in": tgt[:, :-1], "tgt_out": tgt[:, 1:]}
+    return Batch(arrays | {"tgt_mask": tgt[:, 1:] != PAD}, "seq2seq")
+
+
+def trained(
+    spec: Path, experiment: str, make_batch: Callable[[np.random.Generator], Batch], seed: int = 0
+) -> TfModel:
+    """The experiment's model after `STEPS` Adam steps on `make_batch`'s toy data."""
+    program = load_program(spec)
+    resolved = resolve(
+        program, experiment, symbols={"lines.vocab_size": VOCAB, "pairs.vocab_size": VOCAB}
+    )
+    task = resolved.tasks[0]
+    decl = program.layers[resolved.config[task]["model"].kind]
+    graph = lower_model(decl, resolved.models[task], program.layers)
+    model = TfModel(graph, resolved.config[task], dict(resolved.config["train"]))
+    model.init(seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(STEPS):
+        model.train_step(model.state, make_batch(rng))
+    return model
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("spec") / "toy.seq"
+    path.write_text(SPEC)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lm(spec: Path) -> Setup:
+    """Prompts of several lengths, one long enough for a second buffer length (32)."""
+    rng = np.random.default_rng(1)
+    prompts = [[], [48], [48, 24], [20, 35, 47]] + [
+        rng.integers(FIRST, VOCAB, n).tolist() for n in (1, 6)
+    ]
+    prompts.append(list(range(10, 20)))
+    return Setup(trained(spec, "lm", lm_batch), "lm", prompts, [None] * len(prompts))
+
+
+@pytest.fixture(scope="module")
+def mt(spec: Path) -> Setup:
+    """Sources of several lengths, one padded to a multiple of 16 as `score_translations` does."""
+    rng = np.random.default_rng(2)
+    sources: list[list[int] | None] = [
+        [*rng.integers(FIRST, VOCAB, n).tolist(), EOS] for n in (2, 3, 5, 7, 9)
+    ]
+    sources.append([5, 9, 14, EOS] + [PAD] * 12)
+    return Setup(trained(spec, "mt", mt_batch), "seq2seq", [[]] * len(sources), sources)
+
+
+@pytest.fixture(scope="module", params=["lm", "mt"])
+def setup(request: pytest.FixtureRequest) -> Setup:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def decoders(setup: Setup) -> tuple[Decoder, TfDecoder]:
+    """The reference and the in-graph decoder on the same model; shared so traces are reused."""
+    m = setup.model
+    return (
+        Decoder(m, m.params, setup.task, BOS, EOS, PAD),
+        TfDecoder(m, m.params, setup.task, BOS, EOS, PAD),
+    )
+
+
+def cases(setup: Setup) -> list[tuple[list[int], list[int] | None]]:
+    return list(zip(setup.prompts, setup.sources, strict=True))
+
+
+# ---------------------------------------------------------------------------- greedy and beam
+
+
+def test_greedy_matches_reference(setup: Setup, decoders: tuple[Decoder, TfDecoder]) -> None:
+    ref, dec = decoders
+    greedy = strategy("greedy", max_length=12)
+    lengths = []
+    for prompt, src in cases(setup):
+        want = ref.generate(greedy, prompt, src)
+        assert dec.generate(greedy, prompt, src) == want, (prompt, src)
+        lengths.append(len(want))
+    assert min(lengths) < 12, "no output ended at EOS: the stop is untested"
+
+
+def test_lm_runs_past_eos_without_stop_at_eos(lm: Setup) -> None:
+    """A multi-line sample: EOS is kept and decoding goes on, as in the reference."""
+    m = lm.model
+    ref = Decoder(m, m.params, "lm", BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    greedy = strategy("greedy", max_length=20)
+    outs = [dec.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
+    assert outs == [ref.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
+    assert all(len(o) == 20 for o in outs)
+    assert any(EOS in o for o in outs)
+
+
+@pytest.mark.parametrize("width", [2, 4])
+def test_beam_matches_reference(
+    setup: Setup, decoders: tuple[Decoder, TfDecoder], width: int
+) -> None:
+    """Every length penalty runs on one trace (alpha is a tensor); among the outputs some end at
+    EOS before `max_length`, and some differ from greedy, so the beam bookkeeping is exercised."""
+    ref, dec = decoders
+    greedy = strategy("greedy", max_length=12)
+    ended, differs = 0, 0
+    for alpha in (0.0, 0.6, 1.5):
+        beam = strategy("beam", width=width, length_penalty=alpha, max_length=12)
+        for prompt, src in cases(setup):
+            want = ref.generate(beam, prompt, src)
+            assert dec.generate(beam, prompt, src) == want, (alpha, prompt, src)
+            ended += len(want) < 12
+            differs += want != ref.generate(greedy, prompt, src)
+    assert ended and differs, (ended, differs)
+
+
+# ---------------------------------------------------------------------------- sampling
+
+
+def test_sampling_is_reproducible_per_seed(lm: Setup) -> None:
+    m = lm.model
+    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    sample = strategy("sample", temperature=1.5, max_length=12)
+    prompt = lm.prompts[1]
+    first = [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
+    assert first == [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
+    assert len({tuple(o) for o in first}) > 1, "every seed drew the same tokens"
+    # With no seed argument the strategy's own seed is used.
+    seeded = strategy("sample", temperature=1.5, max_length=12, seed=3)
+    assert dec.generate(seeded, prompt) == first[2]
+
+
+@pytest.mark.parametrize(
+    "args", [{"temperature": 1e-6}, {"top_k": 1}, {"top_p": 1e-9}], ids=["cold", "top1", "p0"]
+)
+def test_sampling_without_choice_is_greedy(
+    setup: Setup, decoders: tuple[Decoder, TfDecoder], args: dict[str, float]
+) -> None:
+    """A temperature near zero, top-k of 1 or a nucleus of one token leave one candidate."""
+    ref, dec = decoders
+    greedy = strategy("greedy", max_length=12)
+    sample = strategy("sample", max_length=12, **({"temperature": 2.0} | args))
+    for prompt, src in cases(setup):
+        assert dec.generate(sample, prompt, src, seed=7) == ref.generate(greedy, prompt, src)
+
+
+def next_logp(model: TfModel, prefix: list[int]) -> np.ndarray:
+    """The LM's float64 log-probabilities of the token after `prefix` (BOS included)."""
+    logits = np.asarray(model.logits(model.params, {"inputs": np.asarray([prefix], np.int32)}))
+    z = logits[0, -1].astype(np.float64)
+    return z - z.max() - np.log(np.exp(z - z.max()).sum())
+
+
+@pytest.mark.parametrize("args", [{"top_k": 3}, {"top_p": 0.6}], ids=["top_k", "top_p"])
+def test_sampled_tokens_lie_in_the_kept_set(lm: Setup, args: dict[str, float]) -> None:
+    """Replayed with the model, every sampled token is among the 3 most likely (top-k) or in the
+    smallest set of most likely tokens whose mass reaches 0.6 at temperature 2 (top-p)."""
+    m = lm.model
+    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    temperature = 2.0
+    sample = strategy("sample", max_length=10, temperature=temperature, **args)
+    for seed in range(4):
+        prefix = [BOS, *lm.prompts[2]]
+        for tok in dec.generate(sample, lm.prompts[2], seed=seed):
+            logp = next_logp(m, prefix) / temperature
+            order = np.argsort(-logp)
+            if "top_k" in args:
+                kept = order[:3]
+            else:
+                p = np.exp(logp - logp.max())
+                p /= p.sum()
+                mass = np.cumsum(p[order]) - p[order]
+                kept = order[mass < args["top_p"]]
+            assert tok in kept, (seed, prefix, tok, kept)
+            prefix.append(tok)
+
+
+# ---------------------------------------------------------------------------- compilation
+
+
+def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
+    """Prompts, sources, seeds and sampling knobs are tensors: a new trace only for a new strategy
+    kind, buffer length (BOS + prompt + max_length rounded up to 16) or beam width."""
+    m = lm.model
+    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    greedy = strategy("greedy", max_length=12)
+    for prompt in ([], [5], [5, 6, 7]):  # buffers of 16
+        dec.generate(greedy, prompt)
+    assert dec.trace_count == 1
+    dec.generate(greedy, list(range(5, 15)))  # a buffer of 32
+    assert dec.trace_count == 2
+    for seed, temperature, top_k in ((1, 0.5, 0), (2, 1.0, 5), (3, 2.0, 0)):
+        dec.generate(
+            strategy("sample", temperature=temperature, top_k=top_k, max_length=10), [7], seed=seed
+        )
+    assert dec.trace_count == 3
+    for alpha in (0.0, 0.6):
+        for prompt in ([], [5, 6]):
+            dec.generate(strategy("beam", width=3, length_penalty=alpha, max_length=12), prompt)
+    assert dec.trace_count == 4
+
+    mm = mt.model
+    dec = TfDecoder(mm, mm.params, "seq2seq", BOS, EOS, PAD)
+    for src in mt.sources:  # sources of 3 to 16 tokens
+        dec.generate(greedy, [], src)
+    assert dec.trace_count == 1
+
+
+def test_errors_name_the_problem(mt: Setup) -> None:
+    m = mt.model
+    dec = TfDecoder(m, m.params, "seq2seq", BOS, EOS, PAD)
+    with pytest.raises(ValueError, match="needs `src`"):
+        dec.generate(strategy("greedy"), [])
+    with pytest.raises(ValueError, match="expected one of greedy, sample, beam"):
+        dec.generate(CallValue(kind="nucleus", namespace="decode", args={"max_length": 4}), [], [5])
+    with pytest.raises(ValueError, match="expected `lm` or `seq2seq`"):
+        TfDecoder(m, m.params, "classify", BOS, EOS, PAD)
