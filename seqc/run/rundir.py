@@ -30,6 +30,8 @@ PACKAGES = (
     "jaxlib",
     "optax",
     "orbax-checkpoint",
+    "tensorflow-cpu",
+    "tensorflow",
     "numpy",
     "sentencepiece",
     "lark",
