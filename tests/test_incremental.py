@@ -32,7 +32,7 @@ EXAMPLES = [
 ]
 
 
-def _graph(spec: str, experiment: str, input_name: str, sets: list[str]):  # noqa: ANN202
+def _graph(spec: str, experiment: str, input_name: str, sets: list[str]):
     program = load_program(ROOT / "examples" / spec)
     resolved = resolve(program, experiment, sets, symbols={f"{input_name}.vocab_size": VOCAB})
     task = resolved.tasks[0]
@@ -40,7 +40,7 @@ def _graph(spec: str, experiment: str, input_name: str, sets: list[str]):  # noq
     return lower_model(decl, resolved.models[task], program.layers)
 
 
-def _run(graph, params, inputs):  # noqa: ANN001, ANN202
+def _run(graph, params, inputs):
     ctx = Ctx(rng=None, training=False, compute_dtype=jax.numpy.float32)
     return [np.asarray(y) for y in run_graph(graph, params, inputs, ctx)]
 
@@ -68,7 +68,9 @@ def test_step_by_step_logits_equal_the_full_forward(
     memory: dict[str, np.ndarray] = {}
     if program.encoder is not None:
         enc_in = {k: v for k, v in inputs.items() if k in program.encoder.inputs}
-        memory = dict(zip(program.encoder_outputs, _run(program.encoder, params, enc_in), strict=True))
+        memory = dict(
+            zip(program.encoder_outputs, _run(program.encoder, params, enc_in), strict=True)
+        )
     buffer = 12
     caches = zeros_like_caches(program, batch, buffer)
     for pos in range(length):
