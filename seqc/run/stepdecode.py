@@ -36,6 +36,8 @@ class StepSignature:
     """Encoder input name -> batch field (`src`, `src_mask`); empty for a language model."""
     encoder_outputs: dict[str, list[Any]]
     """Encoder output name (`enc0`, ...) -> its shape, to find its batch axis."""
+    step_inputs: list[str]
+    """Every input of the step function (a recurrent decoder has no `pos`)."""
 
     @classmethod
     def of(cls, program: Any, fields: dict[str, str]) -> StepSignature:
@@ -52,6 +54,7 @@ class StepSignature:
                     program.encoder_outputs, enc.outputs if enc is not None else [], strict=True
                 )
             },
+            step_inputs=list(program.step.inputs),
         )
 
     def batch_axis(self, shape: list[Any]) -> int:
@@ -105,7 +108,7 @@ class StepDecoder:
         """Log-probabilities [rows, V] (float64, as the reference) after `tokens` at `pos`."""
         feeds = {self.sig.token_input: tokens.reshape(-1, 1).astype(np.int32)}
         feeds |= {POS: np.asarray(pos, np.int32), **memory, **caches}
-        logits, caches = self.fns.step(feeds)
+        logits, caches = self.fns.step({k: feeds[k] for k in self.sig.step_inputs})
         z = np.asarray(logits[:, 0, :], np.float64)
         z -= z.max(axis=-1, keepdims=True)
         return z - np.log(np.exp(z).sum(axis=-1, keepdims=True)), caches

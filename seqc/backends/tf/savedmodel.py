@@ -85,3 +85,45 @@ def export_savedmodel(
 
 def _dims(graph: Graph, name: str) -> list[Any]:
     return list(graph.ops[graph.inputs[name]].type.shape)
+
+
+def _specs_of(graph: Graph) -> list[tf.TensorSpec]:
+    out = []
+    for name, vid in graph.inputs.items():
+        t = graph.ops[vid].type
+        shape = [d if isinstance(d, int) else None for d in t.shape]
+        out.append(tf.TensorSpec(shape, DTYPES[t.dtype], name=name))
+    return out
+
+
+def export_step_savedmodel(
+    program: Any, params: dict[str, np.ndarray], out: Path, manifest: dict[str, Any]
+) -> Path:
+    """A SavedModel of a `StepProgram` for incremental decoding (and TFLite conversion):
+
+    - `encode` (encoder-decoders only): the encoder inputs to `enc0`, `enc1`, ...;
+    - `step`: the token [B, 1], `pos`, the encoder outputs and the caches to `logits`
+      [B, 1, vocab] and the updated caches (same names as the inputs).
+    """
+    module = _Served(program.step, params)
+    ctx = Ctx(rng=None, training=False, compute_dtype=tf.float32)
+    signatures = {}
+
+    def make(graph: Graph, names: list[str]) -> Any:
+        inputs = list(graph.inputs)
+
+        def fn(*xs: tf.Tensor) -> dict[str, tf.Tensor]:
+            outs = run_graph(graph, module.params, dict(zip(inputs, xs, strict=True)), ctx)
+            return dict(zip(names, outs, strict=True))
+
+        return tf.function(fn, input_signature=_specs_of(graph)).get_concrete_function()
+
+    if program.encoder is not None:
+        signatures["encode"] = make(program.encoder, list(program.encoder_outputs))
+    signatures["step"] = make(program.step, list(program.step_outputs))
+    tf.saved_model.save(module, str(out), signatures=signatures)
+    extra = out / "assets.extra"
+    extra.mkdir(exist_ok=True)
+    body = {**manifest, "signatures": list(signatures)}
+    (extra / "seqc.json").write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+    return out
