@@ -1,29 +1,42 @@
-"""Training throughput benchmark: a seqc-compiled Transformer LM against the same model in JAX.
+"""Training throughput benchmark: a seqc-compiled Transformer LM against the same model written
+by hand, on JAX and on TensorFlow.
 
-Why: seqc lowers a spec to an op graph and interprets it inside `jax.jit`; the interpretation
-happens at trace time only, so the compiled training step should run as fast as a model written
-by hand. This measures that claim on one model: d=256, 4 layers, 4 heads, ff=1024, pre-norm
-causal blocks with exact-erf GELU, tied embeddings, sinusoidal positions, vocab 4000, batches of
-32 x 128 tokens, no dropout, adam(1e-3) after clipping the global norm to 1.
+Why: seqc lowers a spec to an op graph and interprets it inside `jax.jit` or `tf.function`; the
+interpretation happens at trace time only, so the compiled training step should run as fast as a
+model written by hand. This measures that claim on one model: d=256, 4 layers, 4 heads, ff=1024,
+pre-norm causal blocks with exact-erf GELU, tied embeddings, sinusoidal positions, vocab 4000,
+batches of 32 x 128 tokens, no dropout, adam(1e-3) after clipping the global norm to 1.
 
+Two pairs (`--backends jax,tf`), each a seqc model and its hand-written baseline:
 - seqc: a `.seq` spec written to a temporary folder (importing the blocks of
   `examples/common/transformer.seq`), loaded, resolved and lowered, trained by `JaxModel`;
-- reference: `bench/reference_lm.py`, plain JAX + optax, no seqc.
+- reference: `bench/reference_lm.py`, plain JAX + optax, no seqc;
+- seqc_tf: the same lowered graph trained by `seqc.backends.tf.train.TfModel`;
+- keras: `bench/reference_keras.py`, Keras 3 layers on TensorFlow, trained by `train_on_batch`.
 
-Both run on the same synthetic random int32 batches (no data files). Before timing, the script
-checks that they compute the same function: the reference's loss on seqc's initial params
-(mapped by name) must equal seqc's own loss, and each model's initial loss (own init) must
-agree within a few percent. Then both are warmed up and timed alternately, `--rounds` rounds of
-`--steps` steps each; the medians of the per-round times give tokens/s. MFU is the achieved
-model FLOP/s (3 x the forward FLOPs of `seqc.compiler.cost.estimate`, for forward + backward)
-over a float32 matmul peak measured in the same run.
+Both TF contenders run under one `jit_compile` setting. `--tf-jit both` (the default) times the
+TF pair without XLA (`seqc_tf`, `keras`) and with it (`seqc_tf_xla`, `keras_xla`) and reports
+`tf_vs_keras` at the setting where Keras, the baseline, is faster (on a 2-core CPU, XLA was
+10-20% faster for both). On a shared machine whose load comes and goes, the ratio of the fastest
+rounds, printed beside the ratio of medians, is the steadier figure.
 
-Run `python bench/train_throughput.py`; the last lines are `name: value` pairs for tools to read.
+All run on the same synthetic random int32 batches (no data files). Before timing, the script
+checks that each pair computes the same function: the baseline's loss on seqc's initial params
+(mapped by layer path) must equal seqc's own loss, and each model's initial loss (own init) must
+agree within a few percent; seqc's two backends start from the same params and must give the
+same loss. Then all are warmed up and timed in turn, `--rounds` rounds of `--steps` steps each,
+the order reversing every round; the medians of the per-round times give tokens/s. MFU is the
+achieved model FLOP/s (3 x the forward FLOPs of `seqc.compiler.cost.estimate`, for forward +
+backward) over a float32 matmul peak (JAX's) measured in the same run.
+
+Run `python bench/train_throughput.py`; the last lines are `name: value` pairs for tools to read,
+ending with `tf_vs_keras` (seqc-TF's tokens/s over Keras') when the TF pair runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import statistics
 import sys
@@ -56,6 +69,17 @@ from seqc.compiler.resolve import resolve  # noqa: E402
 
 TARGET_RATIO = 0.95
 """seqc's tokens/s over the reference's should be at least this."""
+
+TF_TARGET_RATIO = 0.9
+"""seqc-TF's tokens/s over Keras' should be at least this."""
+
+PAIRS = [("seqc", "reference"), ("seqc_tf", "keras"), ("seqc_tf_xla", "keras_xla")]
+"""Contender and baseline, timed side by side; `_xla` for the TF pair under jit_compile."""
+
+TARGETS = {"seqc": TARGET_RATIO, "seqc_tf": TF_TARGET_RATIO, "seqc_tf_xla": TF_TARGET_RATIO}
+
+XLA = {False: "", True: "_xla"}
+"""Suffix of a TF contender's name for its jit_compile setting."""
 
 LOSS_RTOL = 0.05
 """Initial losses of the two models (each with its own random init) agree within this."""
@@ -110,8 +134,17 @@ class Batch:
     task: str = "lm"
 
 
-def build_seqc(cfg: Config, workdir: Path) -> tuple[JaxModel, Graph]:
-    """Write the spec, then load, resolve and lower it; the model trains with `JaxModel`."""
+@dataclass
+class Compiled:
+    """The lowered spec: the op graph, and the resolved config of its task and `train` block."""
+
+    graph: Graph
+    task: dict[str, Any]
+    train: dict[str, Any]
+
+
+def compile_spec(cfg: Config, workdir: Path) -> Compiled:
+    """Write the spec, then load, resolve and lower it."""
     blocks = ROOT / "examples" / "common" / "transformer.seq"
     spec = workdir / "bench_lm.seq"
     spec.write_text(
@@ -131,23 +164,39 @@ def build_seqc(cfg: Config, workdir: Path) -> tuple[JaxModel, Graph]:
     task = resolved.tasks[0]
     decl = program.layers[resolved.config[task]["model"].kind]
     graph = lower_model(decl, resolved.models[task], program.layers)
-    model = JaxModel(graph, resolved.config[task], resolved.config["train"])
-    return model, graph
+    return Compiled(graph, resolved.config[task], resolved.config["train"])
 
 
-def make_batches(n: int, batch: int, length: int, vocab: int, seed: int) -> list[dict[str, Any]]:
-    """Random token ids; every position counts. On the device already, shared by both models."""
+def build_seqc(cfg: Config, workdir: Path) -> tuple[JaxModel, Graph]:
+    """The compiled spec, trained with `JaxModel`."""
+    c = compile_spec(cfg, workdir)
+    return JaxModel(c.graph, c.task, c.train), c.graph
+
+
+def synthetic_batches(
+    n: int, batch: int, length: int, vocab: int, seed: int
+) -> list[dict[str, np.ndarray]]:
+    """Random token ids; every position counts. The same for every contender."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
         ids = rng.integers(0, vocab, size=(batch, length + 1), dtype=np.int32)
-        arrays = {
-            "inputs": ids[:, :-1],
-            "targets": ids[:, 1:],
-            "mask": np.ones((batch, length), np.bool_),
-        }
-        out.append({k: jax.device_put(v) for k, v in arrays.items()})
+        out.append(
+            {
+                "inputs": ids[:, :-1],
+                "targets": ids[:, 1:],
+                "mask": np.ones((batch, length), np.bool_),
+            }
+        )
     return out
+
+
+def make_batches(n: int, batch: int, length: int, vocab: int, seed: int) -> list[dict[str, Any]]:
+    """`synthetic_batches` on the JAX device already, shared by both JAX models."""
+    return [
+        {k: jax.device_put(v) for k, v in b.items()}
+        for b in synthetic_batches(n, batch, length, vocab, seed)
+    ]
 
 
 def seqc_params_as_reference(params: dict[str, jax.Array], cfg: Config) -> dict[str, Any]:
@@ -277,6 +326,22 @@ class PeakMatmul:
         return self.flops / statistics.median(self.times)
 
 
+def tf_pairs(
+    cfg: Config, batch: int, length: int, settings: list[bool], seed: int = 0
+) -> dict[bool, Any]:
+    """seqc-TF and Keras for each `jit_compile` setting, checked to compute the same function;
+    imported here so that a JAX-only run loads neither TensorFlow nor Keras."""
+    import tf_contenders
+
+    with tempfile.TemporaryDirectory() as tmp:
+        c = compile_spec(cfg, Path(tmp))
+    batches = synthetic_batches(4, batch, length, cfg.vocab, seed)  # the JAX pair's batches
+    return {
+        jit: tf_contenders.setup_tf(cfg, c.graph, c.task, c.train, batches, jit, seed)
+        for jit in settings
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=2, help="training steps per timed round")
@@ -291,7 +356,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ff", type=int, default=1024)
     ap.add_argument("--matmul-size", type=int, default=2048)
     ap.add_argument("--matmul-reps", type=int, default=2, help="peak samples per round")
+    ap.add_argument(
+        "--backends",
+        default="jax,tf",
+        help="comma-separated pairs to time: jax (seqc vs plain JAX), tf (seqc-TF vs Keras)",
+    )
+    ap.add_argument(
+        "--tf-jit",
+        choices=("off", "on", "both"),
+        default="both",
+        help="jit_compile (XLA) of both TF contenders; with both, tf_vs_keras is reported at "
+        "the setting where Keras is faster",
+    )
     args = ap.parse_args(argv)
+    backends = {b.strip() for b in args.backends.split(",") if b.strip()}
+    if not backends or backends - {"jax", "tf"}:
+        ap.error(f"--backends takes jax, tf or jax,tf; got {args.backends!r}")
 
     cfg = Config(vocab=args.vocab, d=args.d, layers=args.layers, heads=args.heads, ff=args.ff)
     tokens = args.batch * args.length
@@ -301,69 +381,108 @@ def main(argv: list[str] | None = None) -> int:
         f"batch {args.batch} x {args.length}"
     )
     t0 = time.perf_counter()
-    pair = setup(cfg, args.batch, args.length)
-    print(
-        "initial loss: seqc {seqc:.4f}, reference {reference:.4f}, reference on seqc's params "
-        "{reference_on_seqc_params:.4f} (log vocab {lv:.4f})".format(
-            **pair.losses, lv=math.log(cfg.vocab)
+    runners: dict[str, Callable[[int], float]] = {}
+    graph: Graph | None = None
+    if "jax" in backends:
+        pair = setup(cfg, args.batch, args.length)
+        graph = pair.graph
+        runners["seqc"] = functools.partial(seqc_steps, pair)
+        runners["reference"] = functools.partial(reference_steps, pair)
+        print(
+            "initial loss: seqc {seqc:.4f}, reference {reference:.4f}, reference on seqc's "
+            "params {reference_on_seqc_params:.4f} (log vocab {lv:.4f})".format(
+                **pair.losses, lv=math.log(cfg.vocab)
+            )
         )
-    )
-    # Warm up (compiles each step once), then time alternately, the order flipping each round.
-    warm = {
-        "seqc": _timed(lambda: seqc_steps(pair, args.warmup)),
-        "reference": _timed(lambda: reference_steps(pair, args.warmup)),
-    }
-    peak = PeakMatmul(args.matmul_size)
-    runners = {"seqc": seqc_steps, "reference": reference_steps}
-    times: dict[str, list[float]] = {"seqc": [], "reference": []}
-    for r in range(args.rounds):
-        order = ["seqc", "reference"] if r % 2 == 0 else ["reference", "seqc"]
-        for name in order:
-            run = runners[name]
-            times[name].append(_timed(lambda run=run: run(pair, args.steps)) / args.steps)
-        peak.sample(args.matmul_reps)
-    loss_end = {"seqc": seqc_steps(pair, 1), "reference": reference_steps(pair, 1)}
+    if "tf" in backends:
+        import tf_contenders
 
-    forward = estimate(pair.graph, {"B": args.batch, "T": args.length}).flops
+        settings = {"off": [False], "on": [True], "both": [False, True]}[args.tf_jit]
+        tf_pair = tf_pairs(cfg, args.batch, args.length, settings)
+        for jit, tp in tf_pair.items():
+            graph = tp.seqc.graph
+            runners[f"seqc_tf{XLA[jit]}"] = functools.partial(tf_contenders.seqc_tf_steps, tp)
+            runners[f"keras{XLA[jit]}"] = functools.partial(tf_contenders.keras_steps, tp)
+            print(
+                "initial loss, jit_compile={jit}: seqc-TF {seqc_tf:.4f}, Keras {keras:.4f}, "
+                "Keras on seqc-TF's params {keras_on_seqc_params:.4f}".format(**tp.losses, jit=jit)
+            )
+        if "jax" in backends:  # both backends start from JAX's generator: the same params
+            first = next(iter(tf_pair.values())).losses["seqc_tf"]
+            if not math.isclose(first, pair.losses["seqc"], rel_tol=SAME_PARAMS_RTOL):
+                raise AssertionError(
+                    f"seqc's backends disagree: JAX loss {pair.losses['seqc']:.6f}, "
+                    f"TF loss {first:.6f} on the same params"
+                )
+    assert graph is not None
+    names = list(runners)
+    # Warm up (compiles each step once), then time alternately, the order flipping each round.
+    warm = {k: _timed(functools.partial(runners[k], args.warmup)) for k in names}
+    peak = PeakMatmul(args.matmul_size)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(args.rounds):
+        for k in names if r % 2 == 0 else names[::-1]:
+            times[k].append(_timed(functools.partial(runners[k], args.steps)) / args.steps)
+        peak.sample(args.matmul_reps)
+    loss_end = {k: runners[k](1) for k in names}
+
+    forward = estimate(graph, {"B": args.batch, "T": args.length}).flops
     model_flops = 3 * forward
     step_s = {k: statistics.median(v) for k, v in times.items()}
+    best = {k: min(v) for k, v in times.items()}
     tps = {k: tokens / s for k, s in step_s.items()}
-    ratio = tps["seqc"] / tps["reference"]
     peak_flops = peak.median
     mfu = {k: model_flops / s / peak_flops for k, s in step_s.items()}
+    pairs = [(a, b) for a, b in PAIRS if a in tps]
+    ratio = {a: tps[a] / tps[b] for a, b in pairs}
 
     print()
-    header = (
-        f"{'model':<10} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'tokens/s':>10} {'MFU':>7}"
+    print(
+        f"{'model':<12} {'median ms':>10} {'min ms':>9} {'max ms':>9} {'tokens/s':>10} {'MFU':>7}"
     )
-    print(header)
-    for k in ("seqc", "reference"):
+    for k in names:
         print(
-            f"{k:<10} {step_s[k] * 1e3:>10.1f} {min(times[k]) * 1e3:>9.1f} "
+            f"{k:<12} {step_s[k] * 1e3:>10.1f} {min(times[k]) * 1e3:>9.1f} "
             f"{max(times[k]) * 1e3:>9.1f} {tps[k]:>10.0f} {mfu[k]:>7.1%}"
         )
-    best = {k: min(v) for k, v in times.items()}
+    for a, b in pairs:
+        print(
+            f"{a} / {b}: ratio of medians {ratio[a]:.3f}, of fastest rounds "
+            f"{best[b] / best[a]:.3f} (target >= {TARGETS[a]})"
+        )
     print(
-        f"ratio of medians {ratio:.3f}, of fastest rounds {best['reference'] / best['seqc']:.3f}; "
         f"peak matmul {args.matmul_size}^3: median {peak_flops / 1e9:.1f} GFLOP/s, best "
         f"{peak.flops / min(peak.times) / 1e9:.1f}"
     )
     print(
-        f"warm-up (compile + {args.warmup} steps): seqc {warm['seqc']:.1f} s, "
-        f"reference {warm['reference']:.1f} s; loss after training: "
-        f"seqc {loss_end['seqc']:.4f}, reference {loss_end['reference']:.4f}"
+        "warm-up (compile + {} steps): {}".format(
+            args.warmup, ", ".join(f"{k} {warm[k]:.1f} s" for k in names)
+        )
     )
+    print("loss after training: " + ", ".join(f"{k} {loss_end[k]:.4f}" for k in names))
     print(
         f"{args.rounds} rounds x {args.steps} steps per model; total "
-        f"{time.perf_counter() - t0:.0f} s; ratio target >= {TARGET_RATIO}"
+        f"{time.perf_counter() - t0:.0f} s"
     )
     print()
-    print(f"seqc_tokens_per_s: {tps['seqc']:.1f}")
-    print(f"reference_tokens_per_s: {tps['reference']:.1f}")
-    print(f"ratio: {ratio:.3f}")
-    print(f"mfu: {mfu['seqc']:.4f}")
+    if "jax" in backends:
+        print(f"seqc_tokens_per_s: {tps['seqc']:.1f}")
+        print(f"reference_tokens_per_s: {tps['reference']:.1f}")
+        print(f"ratio: {ratio['seqc']:.3f}")
+        print(f"mfu: {mfu['seqc']:.4f}")
     print(f"peak_matmul_gflops: {peak_flops / 1e9:.1f}")
     print(f"model_gflops_per_step: {model_flops / 1e9:.2f}")
+    if "tf" in backends:
+        # Both TF contenders at one setting: the one where Keras, the baseline, is faster.
+        jit = max(tf_pair, key=lambda j: tps[f"keras{XLA[j]}"])
+        s = XLA[jit]
+        print(f"seqc_tf_tokens_per_s: {tps['seqc_tf' + s]:.1f}")
+        print(f"keras_tokens_per_s: {tps['keras' + s]:.1f}")
+        print(f"mfu_tf: {mfu['seqc_tf' + s]:.4f}")
+        print(f"tf_jit_compile: {int(jit)}")
+        for j in tf_pair:
+            print(f"tf_vs_keras{XLA[j] or '_nojit'}: {ratio['seqc_tf' + XLA[j]]:.3f}")
+        print(f"tf_vs_keras: {ratio['seqc_tf' + s]:.3f}")
     return 0
 
 

@@ -1,5 +1,6 @@
-"""The training-throughput benchmark's two models, at a tiny size: both build and train, and
-they compute the same function (the timing itself is not tested)."""
+"""The training-throughput benchmark's models, at a tiny size: each pair (seqc and plain JAX,
+seqc-TF and Keras) builds and trains, and computes the same function (the timing itself is not
+tested)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,26 @@ def test_both_models_run_and_agree() -> None:
     reference_after = float(pair.reference.loss(pair.reference_state["params"], first))
     assert seqc_after < losses["seqc"], (seqc_after, losses)
     assert reference_after < losses["reference"], (reference_after, losses)
+
+
+def test_seqc_tf_and_keras_run_and_agree(tmp_path: Path) -> None:
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    import tf_contenders as tfc
+
+    c = tt.compile_spec(TINY, tmp_path)
+    batches = tt.synthetic_batches(2, batch=2, length=16, vocab=TINY.vocab, seed=0)
+    # The exact check (Keras on seqc-TF's params) is inside `setup_tf` too.
+    pair = tfc.setup_tf(TINY, c.graph, c.task, c.train, batches, jit_compile=False, loss_rtol=0.1)
+    losses = pair.losses
+    assert math.isclose(losses["keras_on_seqc_params"], losses["seqc_tf"], rel_tol=1e-4)
+    for name in ("seqc_tf", "keras"):
+        assert abs(losses[name] - math.log(TINY.vocab)) < 1.5, losses
+    # One step each, on the first batch: the loss on it fell.
+    assert math.isfinite(tfc.seqc_tf_steps(pair, 1))
+    assert math.isfinite(tfc.keras_steps(pair, 1))
+    assert tfc.seqc_tf_loss(pair) < losses["seqc_tf"], losses
+    assert tfc.keras_loss(pair) < losses["keras"], losses
 
 
 def test_spec_sizes_reach_the_graph(tmp_path: Path) -> None:

@@ -527,10 +527,12 @@ def test_gradients_linear() -> None:
 
 def test_gradients_layer_norm() -> None:
     # the JAX layer_norm keeps its statistics in float32 (for bfloat16 training), so this
-    # float64 check is only float32-accurate: a coarser eps and tolerance
+    # float64 check is only float32-accurate: a coarser eps and tolerance, and an absolute
+    # floor, since a direction whose derivative nearly cancels (-0.058 where others are ~4)
+    # leaves float32 rounding (~1e-4 here) as the whole difference.
     g = build("LayerNorm", [f32("B", "T", 6)], d=6)
     f, args = _grad_case(g, {"x0": randn(RNG(23), 2, 3, 6)}, ("x0",), 24)
-    directional_check(f, args, RNG(25), eps=1e-3, rtol=2e-3)
+    directional_check(f, args, RNG(25), eps=1e-3, rtol=2e-3, atol=5e-4)
 
 
 def test_gradients_self_attention() -> None:

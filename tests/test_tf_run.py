@@ -181,11 +181,14 @@ def test_savedmodel_export_serves_the_trained_model(lm: Path, tmp_path: Path) ->
     assert runner.invoke(app, args).exit_code == 0
     result = runner.invoke(app, ["export", *base, "--run-dir", str(run), "--format", "savedmodel"])
     assert result.exit_code == 0, result.output
-    assert "signatures serving_default, logits, log_probs" in " ".join(result.output.split())
-    path = run / "export" / "savedmodel"
-    manifest = json.loads((path / "assets.extra" / "seqc.json").read_text())
-    assert manifest["inputs"] == {"ids": {"dtype": "int32", "shape": ["B", "T"]}}
+    folder = run / "export" / "savedmodel-none"
+    manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["checkpoint"] == {"backend": "jax", "step": 3}
+    assert manifest["parity_max_abs_err"] <= 1e-4
+    path = folder / "saved_model"
+    inner = json.loads((path / "assets.extra" / "seqc.json").read_text())
+    assert inner["inputs"] == {"ids": {"dtype": "int32", "shape": ["B", "T"]}}
+    assert set(inner["signatures"]) == {"serving_default", "logits", "log_probs", "step"}
 
     loaded = tf.saved_model.load(str(path))
     session = open_session(lm, "tiny", cache_dir=tmp_path / "cache")
@@ -200,7 +203,7 @@ def test_savedmodel_export_serves_the_trained_model(lm: Path, tmp_path: Path) ->
         ref = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
         got = loaded.signatures["log_probs"](ids=tf.constant(ids))["log_probs"].numpy()
         np.testing.assert_allclose(got, ref, atol=1e-5)
-    again = runner.invoke(app, ["export", *base, "--run-dir", str(run)])
+    again = runner.invoke(app, ["export", *base, "--run-dir", str(run), "--format", "savedmodel"])
     assert again.exit_code == 2 and "exists" in again.output
 
 

@@ -88,7 +88,9 @@ class StepProgram:
 
     @property
     def step_outputs(self) -> list[str]:
-        return ["logits", *(c.name for c in self.caches)]
+        """`logits` and `next_<cache>` for each cache (an ONNX value has one name, so an
+        output cannot reuse its input's)."""
+        return ["logits", *(f"next_{c.name}" for c in self.caches)]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,24 +82,69 @@ def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
     if weights.backend != backend:
         err.print(
             f"loaded the {select.NAMES[weights.backend]} checkpoint (step {weights.step}) into "
-            f"{select.NAMES[backend]}, tensor by tensor by layer path"
+            f"{select.NAMES[backend]}, tensor by tensor by layer path",
+            soft_wrap=True,
         )
     return model, state
 
 
-def _sample_text(session: Any, model: Any, params: Any, prompt: str | None = None) -> str:
+@dataclass
+class _Generator:
+    """A decoder with what turns text into its ids and back, from a session or an artifact."""
+
+    decoder: Any
+    tokenizer: Any
+    target_tokenizer: Any
+    task: str
+    strategy: Any
+    default_source: str | None = None
+
+
+def _default_strategy() -> Any:
+    from seqc.compiler.values import CallValue
+
+    return CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
+
+
+def _from_session(session: Any, model: Any, params: Any) -> _Generator:
     from seqc.run.decode import decoder_for
 
-    tok = session.pipeline.tokenizer
-    strategy = session.task_config.get("decode")
-    if strategy is None:
-        from seqc.compiler.values import CallValue
+    pipeline = session.pipeline
+    tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
+    dec = decoder_for(model, params, pipeline.task, ttok.bos_id, ttok.eos_id, ttok.pad_id)
+    split = "dev" if "dev" in pipeline.splits else "train"
+    default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
+    strategy = session.task_config.get("decode") or _default_strategy()
+    return _Generator(dec, tok, ttok, pipeline.task, strategy, default)
 
-        strategy = CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
-    dec = decoder_for(model, params, session.pipeline.task, tok.bos_id, tok.eos_id, tok.pad_id)
-    if session.pipeline.task == "lm":
+
+def _from_artifact(artifact: Any) -> _Generator:
+    from seqc.compiler.values import CallValue
+    from seqc.run.artifact import step_functions
+    from seqc.run.stepdecode import StepDecoder
+
+    m = artifact.manifest
+    tok, ttok = artifact.tokenizers()
+    special = m["special"]
+    dec = StepDecoder(
+        step_functions(artifact),
+        artifact.signature,
+        special["bos"],
+        special["eos"],
+        special["pad"],
+    )
+    d = m.get("decode")
+    strategy = (
+        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else _default_strategy()
+    )
+    return _Generator(dec, tok, ttok, m["task_kind"], strategy)
+
+
+def _sample_text(g: _Generator, prompt: str | None = None) -> str:
+    tok = g.tokenizer
+    if g.task == "lm":
         start = tok.encode(prompt or "")
-        ids = [*start, *dec.generate(strategy, start, stop_at_eos=False)]
+        ids = [*start, *g.decoder.generate(g.strategy, start, stop_at_eos=False)]
         lines, line = [], []
         for i in ids:  # an LM's EOS ends a line of the corpus: print it as a line break
             if i == tok.eos_id:
@@ -107,11 +153,11 @@ def _sample_text(session: Any, model: Any, params: Any, prompt: str | None = Non
             else:
                 line.append(i)
         return "\n".join([*lines, tok.decode(line)])
-    if not prompt:  # translate a held-out sentence rather than an empty one
-        split = "dev" if "dev" in session.pipeline.splits else "train"
-        prompt = session.pipeline.splits[split].examples[0].source
+    prompt = prompt or g.default_source  # translate a held-out sentence, not an empty one
+    if not prompt:
+        return ""
     src = [*tok.encode(prompt), tok.eos_id]
-    translation = session.pipeline.target_tokenizer.decode(dec.generate(strategy, [], src))
+    translation = g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src))
     return f"{prompt} -> {translation}"
 
 
@@ -154,7 +200,8 @@ def train_cmd(
         out.print(
             f"dev perplexity after {result.steps} steps: {result.dev_after['perplexity']:.2f}"
         )
-    sample = _sample_text(session, result.model, result.state["params"], prompt or None)
+    gen = _from_session(session, result.model, result.state["params"])
+    sample = _sample_text(gen, prompt or None)
     out.print(f"sample: {escape(sample)}")
     out.print(f"run directory: {run_dir}")
 
@@ -199,8 +246,13 @@ def eval_cmd(
 
 
 def decode_cmd(
-    spec: FileArg,
-    experiment: ExpOpt,
+    spec: Annotated[
+        Path | None,
+        typer.Argument(help="A .seq file (optional with --artifact).", show_default=False),
+    ] = None,
+    experiment: Annotated[
+        str | None, typer.Option("-e", "--experiment", help="Registry name of an experiment.")
+    ] = None,
     run_dir: RunOpt = None,
     input_file: Annotated[
         Path | None, typer.Option("--input", help="One prompt/source per line; - for stdin.")
@@ -209,12 +261,43 @@ def decode_cmd(
     cache_dir: CacheOpt = None,
     backend: BackendOpt = None,
     checkpoint: CheckpointOpt = None,
+    artifact: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifact",
+            help="Decode with an exported artifact (ONNX via onnxruntime, TFLite via LiteRT, "
+            "SavedModel via TF) instead of a checkpoint; the spec is then optional.",
+        ),
+    ] = None,
 ) -> None:
     """Generate with the task's decode strategy, from a file or an interactive prompt."""
+    from seqc.spec.errors import UsageError
+
     _check_backend(backend)
-    session = _session(spec, experiment, set_, cache_dir)
-    run_dir = run_dir or Path("runs") / experiment
-    model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
+    if artifact is not None:
+        from seqc.run.artifact import check_against, load_artifact
+
+        art = load_artifact(artifact)
+        if spec is not None:
+            if experiment is None:
+                raise UsageError("with a spec, name its experiment: -e EXP", code="missing-option")
+            check_against(art, _session(spec, experiment, set_, cache_dir))
+        gen = _from_artifact(art)
+        err.print(
+            f"decoding with {art.format} ({art.manifest['quantize']}) from {artifact}",
+            soft_wrap=True,
+        )
+    else:
+        if spec is None or experiment is None:
+            raise UsageError(
+                "decode needs a spec and an experiment, or --artifact",
+                code="missing-option",
+                hint="seqc decode SPEC -e EXP [--run-dir D], or seqc decode --artifact DIR",
+            )
+        session = _session(spec, experiment, set_, cache_dir)
+        run_dir = run_dir or Path("runs") / experiment
+        model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
+        gen = _from_session(session, model, state["params"])
     if input_file is not None:
         try:
             lines = (sys.stdin if str(input_file) == "-" else input_file.open()).read()
@@ -223,7 +306,7 @@ def decode_cmd(
                 f"cannot read {input_file}: {e.strerror}", path=str(input_file), code="unreadable"
             ) from None
         for line in lines.splitlines():
-            out.print(escape(_sample_text(session, model, state["params"], line)))
+            out.print(escape(_sample_text(gen, line)))
         return
     err.print("type a prompt and press enter; an empty line or Ctrl-D ends")
     while True:
@@ -233,7 +316,7 @@ def decode_cmd(
             break
         if not line.strip():
             break
-        out.print(escape(_sample_text(session, model, state["params"], line)))
+        out.print(escape(_sample_text(gen, line)))
 
 
 def convert_cmd(
@@ -276,9 +359,6 @@ def convert_cmd(
         err.print("the optimizer state stays behind: the converted checkpoint holds weights only")
 
 
-EXPORT_FORMATS = ("savedmodel",)
-
-
 def export_cmd(
     spec: FileArg,
     experiment: ExpOpt,
@@ -286,29 +366,32 @@ def export_cmd(
     checkpoint: CheckpointOpt = None,
     format_: Annotated[
         list[str] | None,
-        typer.Option("--format", help="savedmodel (repeatable; ONNX and TFLite come next)."),
+        typer.Option("--format", help="onnx, tflite or savedmodel (repeatable; default onnx)."),
+    ] = None,
+    quantize: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--quantize",
+            help="none, dynamic, int8 or fp16 (repeatable; each format takes those it has).",
+        ),
     ] = None,
     out_dir: Annotated[
         Path | None, typer.Option("--out", help="Folder for the artifacts (default RUN/export).")
     ] = None,
+    bleu: Annotated[
+        int, typer.Option(help="Translate this many dev examples per artifact for BLEU.")
+    ] = 20,
+    batches: Annotated[int, typer.Option(help="Dev batches for parity and perplexity.")] = 2,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
 ) -> None:
-    """Export a trained model's weights (from either backend) as deployment artifacts, checked
-    for parity against the model on the spec's own dev data."""
+    """Export trained weights (of either backend) as deployment artifacts: an encoder and a
+    decoder-step graph with explicit caches, checked against the trained model on dev data."""
     from seqc.backends.weights import match_params, read_weights
-    from seqc.run.export import export_savedmodel_checked
-    from seqc.spec.errors import UsageError
+    from seqc.run.export import export_one, plan, prepare
 
-    formats = format_ or ["savedmodel"]
-    for f in formats:
-        if f not in EXPORT_FORMATS:
-            raise UsageError(
-                f"unknown or not yet available export format `{f}`",
-                code="bad-format",
-                expected=", ".join(EXPORT_FORMATS),
-                found=f,
-            )
+    formats = format_ or ["onnx"]
+    pairs = plan(formats, quantize or ["none"])
     session = _session(spec, experiment, set_, cache_dir)
     run_dir = run_dir or Path("runs") / experiment
     source = checkpoint or run_dir
@@ -321,13 +404,41 @@ def export_cmd(
         )
     weights = read_weights(source)
     params = match_params(session.graph, weights)
+    ctx = prepare(session, params, weights, batches, bleu)
     target = out_dir or run_dir / "export"
-    report = export_savedmodel_checked(session, params, weights, target / "savedmodel")
-    out.print(
-        f"savedmodel: {report['path']}  signatures {', '.join(report['signatures'])}  "
-        f"max |logit diff| vs TF model {report['max_abs_err_tf']:.2e}, "
-        f"vs JAX {report['max_abs_err_jax']:.2e} on {report['batches']} dev batches"
+    rows = []
+    for fmt, q in pairs:
+        err.print(f"exporting {fmt} ({q}) ...")
+        rows.append(export_one(ctx, fmt, q, target / f"{fmt}-{q}"))
+    _export_table(rows, ctx.reference_quality)
+
+
+def _export_table(rows: list[Any], reference: dict[str, float]) -> None:
+    from rich.table import Table
+
+    table = Table(
+        title="exports (quality on dev; the trained model: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in reference.items())
+        + ")"
     )
+    for col in ("format", "quantize", "size", "x fp32", "latency b1 x32", "quality", "parity"):
+        table.add_column(col, justify="right" if col not in ("format", "quantize") else "left")
+    fp32 = {r.format: r.size_bytes for r in rows if r.quantize == "none"}
+    for r in rows:
+        ratio = f"{r.size_bytes / fp32[r.format]:.2f}" if r.format in fp32 else "-"
+        quality = ", ".join(f"{k} {v:.2f}" for k, v in r.quality.items())
+        table.add_row(
+            r.format,
+            r.quantize,
+            f"{r.size_bytes / 2**20:.2f} MiB",
+            ratio,
+            f"{r.latency_ms:.1f} ms",
+            quality,
+            f"{r.parity:.1e}",
+        )
+    out.print(table)
+    for r in rows:
+        out.print(f"{r.format}-{r.quantize}: {r.path}")
 
 
 COMMANDS = {

@@ -61,6 +61,32 @@ class StepSignature:
         return shape.index(self.batch_symbol)
 
 
+def zero_caches(sig: StepSignature, rows: int, length: int) -> dict[str, np.ndarray]:
+    """The caches before the first token: zeros, `rows` sequences, `length` history slots."""
+    out = {}
+    for name, (shape, dtype) in sig.caches.items():
+        dims = [rows if d == sig.batch_symbol else length if d == HISTORY else d for d in shape]
+        out[name] = np.zeros(dims, np.dtype(dtype))
+    return out
+
+
+def teacher_forced(fns: Any, sig: StepSignature, arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """Logits [B, T, V] of a batch fed one position at a time through the step function, the
+    known tokens as inputs: what the full forward pass computes, position by position."""
+    field = "tgt_in" if sig.encoder_inputs else "inputs"
+    tokens = np.asarray(arrays[field], np.int32)
+    memory = fns.encode({n: arrays[f] for n, f in sig.encoder_inputs.items()})
+    rows, length = tokens.shape
+    caches = zero_caches(sig, rows, length)
+    out = []
+    for pos in range(length):
+        feeds = {sig.token_input: tokens[:, pos : pos + 1], POS: np.asarray(pos, np.int32)}
+        feeds |= {**memory, **caches}
+        logits, caches = fns.step({k: feeds[k] for k in sig.step_inputs})
+        out.append(np.asarray(logits)[:, 0])
+    return np.stack(out, axis=1)
+
+
 class StepFunctions(Protocol):
     """A runtime's encoder and step: numpy in, numpy out."""
 

@@ -75,6 +75,8 @@ def _scan(graph: Graph, op: Any, args: list[Any], params: dict, ctx: Ctx) -> tf.
     y_dtype = body.ops[body.outputs[0]].type.dtype
     y_dtype = ctx.compute_dtype if y_dtype == "float32" else DTYPES[y_dtype]
     steps = tf.shape(xs[0])[0]
+    if ctx.portable:
+        return _scan_concat(body, args, xs, carries, params, ctx, y_dtype, reverse)
     ys = tf.TensorArray(y_dtype, size=steps)
 
     def step(i: tf.Tensor, carry: tuple, ys: tf.TensorArray) -> tuple:
@@ -87,5 +89,48 @@ def _scan(graph: Graph, op: Any, args: list[Any], params: dict, ctx: Ctx) -> tf.
 
     _, _, ys = tf.while_loop(lambda i, c, y: i < steps, step, (tf.constant(0), carries, ys))
     out = _time_first(ys.stack())
+    out.set_shape([args[0].shape[0], args[0].shape[1], *out.shape[2:]])
+    return out
+
+
+def _scan_concat(
+    body: Graph,
+    args: list[Any],
+    xs: list[tf.Tensor],
+    carries: tuple,
+    params: dict,
+    ctx: Ctx,
+    y_dtype: tf.DType,
+    reverse: bool,
+) -> tf.Tensor:
+    """The scan with its outputs gathered by concatenation: TFLite lowers a TensorArray to
+    builtin ops only when its element shape is static, and the batch dim is not."""
+    steps = tf.shape(xs[0])[0]
+    y_shape = body.ops[body.outputs[0]].type.shape
+    eshape = [d if isinstance(d, int) else None for d in y_shape]
+    dims = [tf.shape(xs[0])[1] if d is None else d for d in eshape]
+    ys0 = tf.zeros([0, *dims], y_dtype)
+
+    def step(i: tf.Tensor, carry: tuple, ys: tf.Tensor) -> tuple:
+        t = steps - 1 - i if reverse else i
+        named = {f"x{k}": x[t] for k, x in enumerate(xs)}
+        named |= {f"c{k}": c for k, c in enumerate(carry)}
+        outs = _run(body, params, named, ctx)
+        new = tuple(tf.cast(o, ctx.compute_dtype) for o in outs[1:])
+        y = tf.cast(outs[0], y_dtype)[None]
+        return i + 1, new, tf.concat([y, ys] if reverse else [ys, y], 0)
+
+    invariants = (
+        tf.TensorShape([]),
+        tuple(c.shape for c in carries),
+        tf.TensorShape([None, *eshape]),
+    )
+    _, _, ys = tf.while_loop(
+        lambda i, c, y: i < steps,
+        step,
+        (tf.constant(0), carries, ys0),
+        shape_invariants=invariants,
+    )
+    out = _time_first(ys)
     out.set_shape([args[0].shape[0], args[0].shape[1], *out.shape[2:]])
     return out

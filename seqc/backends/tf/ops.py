@@ -42,6 +42,9 @@ class Ctx:
     training: bool = False
     compute_dtype: tf.DType = tf.float32
     counter: int = 0
+    portable: bool = False
+    """Emit only what TFLite's builtin ops express (a scan collects its outputs by concat,
+    not in a TensorArray whose element shape has an unknown batch); slower for training."""
 
     def next_key(self) -> tf.Tensor:
         assert self.rng is not None, "dropout in training needs an rng"
@@ -150,8 +153,14 @@ def _where(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 
 @op("matmul", "batched_matmul")
 def _matmul(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
-    """`tf.matmul` broadcasts batch dims, so x[B, T, k] @ w[k, n] needs no reshape."""
-    return tf.matmul(xs[0], tf.cast(xs[1], xs[0].dtype))
+    """x[..., k] @ w[k, n] as one 2-D matmul over the flattened leading dims (`tf.tensordot`
+    reshapes), as JAX's dot_general contracts it. `tf.matmul` would broadcast w as a batch
+    matmul, whose gradient for w is one small product per batch row, then a sum: at the
+    benchmark's size that made a [32, 256, 4000] temporary for the tied output layer alone."""
+    x, w = xs[0], tf.cast(xs[1], xs[0].dtype)
+    if w.shape.rank == 2 and x.shape.rank > 2:
+        return tf.tensordot(x, w, axes=[[-1], [0]])
+    return tf.matmul(x, w)
 
 
 @op("einsum")

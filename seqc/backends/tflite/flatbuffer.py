@@ -1,0 +1,79 @@
+"""What a TFLite flatbuffer holds: its ops with their tensor dtypes, and which compute in float.
+
+Why: the converter's int8 op set does not stop it from leaving an op without an int8 kernel in
+float32 (TF 2.21 quietly keeps e.g. FLOOR or CUMSUM float under `TFLITE_BUILTINS_INT8`), so
+"int8" is checked on the result, not trusted from the settings. Read with the flatbuffer schema
+that ships with `ai_edge_litert`; no interpreter is needed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ai_edge_litert import schema_py_generated as schema
+
+_OP_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+_TYPE_NAMES = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+_FLOATS = {"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"}
+
+# Ops that move, reshape, select or convert values without arithmetic: float tensors through
+# them (a recurrent loop's carried state, its output buffer, the entry quantize and the exit
+# dequantize) cost no float compute.
+MOVEMENT = frozenset(
+    {
+        "QUANTIZE", "DEQUANTIZE", "CAST", "WHILE", "IF", "CALL_ONCE", "RESHAPE", "TRANSPOSE",
+        "FILL", "ZEROS_LIKE", "CONCATENATION", "STRIDED_SLICE", "SLICE", "GATHER", "GATHER_ND",
+        "PACK", "UNPACK", "SHAPE", "SQUEEZE", "EXPAND_DIMS", "BROADCAST_TO", "SPLIT", "SPLIT_V",
+        "SELECT", "SELECT_V2", "TILE", "REVERSE_V2", "PAD", "PADV2",
+    }
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator: where it is (subgraph name, or the signature key of a main subgraph), its
+    builtin name (or custom code) and the dtypes of its inputs and outputs."""
+
+    subgraph: str
+    name: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(self.inputs)}) -> {', '.join(self.outputs)}"
+
+
+def ops(model: bytes) -> list[Op]:
+    """Every operator of every subgraph, in order."""
+    m = schema.Model.GetRootAs(model, 0)
+    names = {}
+    for i in range(m.SignatureDefsLength()):
+        sig = m.SignatureDefs(i)
+        names[sig.SubgraphIndex()] = sig.SignatureKey().decode()
+    out = []
+    for si in range(m.SubgraphsLength()):
+        g = m.Subgraphs(si)
+        where = names.get(si) or (g.Name() or b"").decode() or f"subgraph {si}"
+
+        def dtypes(indices: list[int], g: schema.SubGraph = g) -> tuple[str, ...]:
+            return tuple(_TYPE_NAMES.get(g.Tensors(t).Type(), "?") for t in indices if t >= 0)
+
+        for oi in range(g.OperatorsLength()):
+            op = g.Operators(oi)
+            code = m.OperatorCodes(op.OpcodeIndex())
+            builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+            name = _OP_NAMES.get(builtin, str(builtin))
+            if name == "CUSTOM":
+                name = f"CUSTOM:{(code.CustomCode() or b'').decode()}"
+            ins = dtypes([op.Inputs(j) for j in range(op.InputsLength())])
+            outs = dtypes([op.Outputs(j) for j in range(op.OutputsLength())])
+            out.append(Op(where, name, ins, outs))
+    return out
+
+
+def float_compute(model: bytes) -> list[Op]:
+    """The ops that do arithmetic on float tensors (anything but `MOVEMENT` with a float input
+    or output): empty for a fully integer model."""
+    return [
+        op for op in ops(model) if op.name not in MOVEMENT and _FLOATS & {*op.inputs, *op.outputs}
+    ]

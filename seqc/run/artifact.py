@@ -1,0 +1,252 @@
+"""A deployment artifact on disk: its files, its manifest, and the runtimes that load it.
+
+Layout of one artifact folder (`<out>/<format>-<quantize>/`):
+
+    manifest.json     what the artifact is and how to drive it (below)
+    encoder.onnx, step.onnx        ONNX (no encoder file for a language model)
+    model.tflite                   TFLite, signatures `encode` and `step`
+    saved_model/                   SavedModel, forward and step signatures
+    tokenizer/        the tokenizer, saved (`seqc.data.tokenizers.load_tokenizer` reads it)
+    spec/             the frozen `.seq` files the model was compiled from
+
+The manifest holds the experiment, the task kind, the special token ids, the default decode
+strategy, the step function's tensors (token input, caches with symbolic shapes, encoder
+inputs and outputs), quantization, the parity and quality figures measured at export, and a
+sha256 of every file, so a corrupt or edited artifact is refused on load rather than decoding
+garbage, and an artifact paired with another spec or tokenizer says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seqc.run.stepdecode import StepSignature
+from seqc.spec.errors import FileError
+
+MANIFEST = "manifest.json"
+ARTIFACT_VERSION = 1
+MODEL_FILES = {
+    "onnx": ("encoder.onnx", "step.onnx"),
+    "tflite": ("model.tflite",),
+    "savedmodel": ("saved_model",),
+}
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    paths = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for p in paths:
+        h.update(p.relative_to(path).as_posix().encode() if path.is_dir() else b"")
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def model_bytes(folder: Path, fmt: str) -> int:
+    """Bytes of the model files (weights and graphs), not the tokenizer or the spec."""
+    total = 0
+    for name in MODEL_FILES[fmt]:
+        p = folder / name
+        if p.is_dir():
+            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        elif p.exists():
+            total += p.stat().st_size
+    return total
+
+
+def signature_json(sig: StepSignature) -> dict[str, Any]:
+    return {
+        "token_input": sig.token_input,
+        "caches": {k: [list(shape), dtype] for k, (shape, dtype) in sig.caches.items()},
+        "batch_symbol": sig.batch_symbol,
+        "encoder_inputs": sig.encoder_inputs,
+        "encoder_outputs": sig.encoder_outputs,
+        "step_inputs": sig.step_inputs,
+    }
+
+
+def signature_from_json(data: dict[str, Any]) -> StepSignature:
+    return StepSignature(
+        token_input=data["token_input"],
+        caches={k: (list(v[0]), str(v[1])) for k, v in data["caches"].items()},
+        batch_symbol=data["batch_symbol"],
+        encoder_inputs=dict(data["encoder_inputs"]),
+        encoder_outputs={k: list(v) for k, v in data["encoder_outputs"].items()},
+        step_inputs=list(data["step_inputs"]),
+    )
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    files = {
+        p.relative_to(folder).as_posix(): sha256_of(p)
+        for p in sorted(folder.iterdir())
+        if p.name != MANIFEST
+    }
+    body = {"artifact_version": ARTIFACT_VERSION, **manifest, "files": files}
+    (folder / MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@dataclass
+class Artifact:
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def format(self) -> str:
+        return str(self.manifest["format"])
+
+    @property
+    def signature(self) -> StepSignature:
+        return signature_from_json(self.manifest["step"])
+
+    def tokenizers(self) -> tuple[Any, Any]:
+        from seqc.data.tokenizers import load_tokenizer
+
+        source = load_tokenizer(self.path / "tokenizer" / "source")
+        target_dir = self.path / "tokenizer" / "target"
+        return source, load_tokenizer(target_dir) if target_dir.is_dir() else source
+
+
+def _bad(path: Path, message: str, hint: str) -> FileError:
+    return FileError(message, path=str(path), code="bad-artifact", hint=hint)
+
+
+def load_artifact(path: Path) -> Artifact:
+    """Read and verify an artifact folder: the manifest parses, every file is there and
+    unchanged (sha256)."""
+    manifest_path = path / MANIFEST
+    if not path.is_dir():
+        raise FileError(
+            f"no artifact at {path}",
+            path=str(path),
+            code="no-artifact",
+            hint="export one: seqc export SPEC -e EXP --format onnx",
+        )
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise _bad(path, f"{path} has no {MANIFEST}", "is this a seqc export folder?") from None
+    except json.JSONDecodeError as e:
+        raise _bad(manifest_path, f"{MANIFEST} is not valid JSON: {e}", "re-export") from None
+    if manifest.get("artifact_version") != ARTIFACT_VERSION:
+        raise _bad(
+            manifest_path,
+            f"artifact version {manifest.get('artifact_version')} is not {ARTIFACT_VERSION}",
+            "re-export it with this seqc",
+        )
+    for name, digest in manifest.get("files", {}).items():
+        p = path / name
+        if not p.exists():
+            raise _bad(p, f"the artifact's file {name} is missing", "re-export the artifact")
+        if sha256_of(p) != digest:
+            raise _bad(
+                p,
+                f"the artifact's file {name} was changed or is corrupt (sha256 differs)",
+                "re-export the artifact",
+            )
+    return Artifact(path, manifest)
+
+
+def check_against(artifact: Artifact, session: Any) -> None:
+    """An artifact used with a spec must come from that experiment and tokenizer."""
+    m = artifact.manifest
+    problems = []
+    if m.get("experiment") != session.resolved.name:
+        problems.append(f"it was exported from `{m.get('experiment')}`")
+    tok = session.pipeline.tokenizer
+    if m.get("vocab_size") != tok.vocab_size:
+        problems.append(
+            f"its tokenizer has {m.get('vocab_size')} ids, the spec's has {tok.vocab_size}"
+        )
+    else:
+        art_tok, _ = artifact.tokenizers()
+        probe = "The quick brown fox, 1234."
+        if art_tok.encode(probe) != tok.encode(probe):
+            problems.append("its tokenizer splits text differently from the spec's")
+    if problems:
+        raise FileError(
+            f"the artifact at {artifact.path} does not match experiment "
+            f"`{session.resolved.name}`: " + "; ".join(problems),
+            path=str(artifact.path),
+            code="artifact-mismatch",
+            hint="decode with the artifact alone (seqc decode --artifact DIR), or export again",
+        )
+
+
+# ------------------------------------------------------------------------------ runtimes
+
+
+class OnnxSteps:
+    """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx`."""
+
+    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
+        from seqc.backends.onnx.runtime import Session
+
+        enc = folder / "encoder.onnx"
+        self.encoder = Session(enc) if enc.exists() else None
+        self.stepper = Session(folder / "step.onnx")
+        self.encoder_outputs = list(sig.encoder_outputs)
+        self.caches = list(sig.caches)
+
+    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.encoder is None:
+            return {}
+        return dict(zip(self.encoder_outputs, self.encoder.run(feeds), strict=True))
+
+    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        logits, *caches = self.stepper.run(feeds)
+        return logits, dict(zip(self.caches, caches, strict=True))
+
+
+class TfliteSteps:
+    """`StepFunctions` over the LiteRT interpreter's `encode` and `step` signatures."""
+
+    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
+        from seqc.backends.tflite.runtime import TfliteRunner
+
+        self.runner = TfliteRunner(folder / "model.tflite")
+        self.has_encoder = bool(sig.encoder_inputs)
+        self.caches = list(sig.caches)
+
+    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.runner.run(feeds, signature="encode") if self.has_encoder else {}
+
+    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        out = self.runner.run(feeds, signature="step")
+        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+
+
+class SavedModelSteps:
+    """`StepFunctions` over a SavedModel's `encode` and `step` signatures (TF runtime)."""
+
+    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        self.model = tf.saved_model.load(str(folder / "saved_model"))
+        self.has_encoder = bool(sig.encoder_inputs)
+        self.caches = list(sig.caches)
+
+    def _call(self, name: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        fn = self.model.signatures[name]
+        out = fn(**{k: self.tf.convert_to_tensor(v) for k, v in feeds.items()})
+        return {k: v.numpy() for k, v in out.items()}
+
+    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._call("encode", feeds) if self.has_encoder else {}
+
+    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        out = self._call("step", feeds)
+        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+
+
+RUNTIMES = {"onnx": OnnxSteps, "tflite": TfliteSteps, "savedmodel": SavedModelSteps}
+
+
+def step_functions(artifact: Artifact) -> Any:
+    return RUNTIMES[artifact.format](artifact.path, artifact.signature, artifact.manifest)
