@@ -141,9 +141,9 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         assert m["parity_max_abs_err"] <= 1e-4, name
         assert m["quality"]["perplexity"] == pytest.approx(ref, rel=1e-4)
     assert _manifest(run, "onnx-none")["reference_evaluator_err"] <= 1e-4
-    # Measured on this 20-step, 32-wide model: dynamic int8 within 1%, static ONNX QDQ within
-    # 5%, full-int8 TFLite (every activation and cache int8) 17% off: bounds with some margin.
-    bounds = {"onnx-dynamic": 0.03, "tflite-dynamic": 0.03, "onnx-int8": 0.1, "tflite-int8": 0.3}
+    # On this 20-step, 32-wide model: dynamic int8 within 1%, static ONNX QDQ and full-int8
+    # TFLite (every activation and cache int8) within a few percent: bounds with some margin.
+    bounds = {"onnx-dynamic": 0.03, "tflite-dynamic": 0.03, "onnx-int8": 0.1, "tflite-int8": 0.1}
     for name, bound in bounds.items():
         m = _manifest(run, name)
         assert m["quality"]["perplexity"] == pytest.approx(ref, rel=bound), name

@@ -12,7 +12,9 @@ Two recipes, as onnxruntime advises:
 What is quantized: the weights of MatMul (projections, feed-forward, output logits), Gather
 (embedding tables) and Conv. What is not: LayerNormalization, Softmax, the attention einsums
 (activation by activation, where int8 costs accuracy for little speed), and the fixed constant
-tables the emitter names `const/...` (sinusoid positions are a function, not a weight).
+tables the emitter names `const/...` that ops compute with. A constant table that is only
+gathered from (the sinusoid positions, max_length x d: larger than a small model's weights) is
+stored int8 like an embedding; its values lie in [-1, 1], so int8 steps are under 0.008.
 
 Before quantizing, a weight reached through a Transpose (a softmax tied to the embedding table,
 a conv kernel in seqc's layout) is folded into an initializer of its own, so the quantizer sees
@@ -131,10 +133,15 @@ class _Feeds(q.CalibrationDataReader):
 
 def _prepare(src: Path, tmp: Path) -> tuple[Path, list[str]]:
     """The model with weight transposes folded, saved under `tmp`, and the nodes to keep
-    float (those reading a `const/` table)."""
+    float (those computing with a `const/` table; a table only gathered from, such as the
+    sinusoid positions, is stored int8: at a spec's max_length it can outweigh the weights)."""
     model = onnx.load(src)
     _fold_weight_transposes(model.graph)
-    excluded = [n.name for n in model.graph.node if any(i.startswith("const/") for i in n.input)]
+    excluded = [
+        n.name
+        for n in model.graph.node
+        if n.op_type != "Gather" and any(i.startswith("const/") for i in n.input)
+    ]
     out = tmp / "prepared.onnx"
     onnx.save(model, out)
     return out, excluded

@@ -145,10 +145,22 @@ def _cast(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     return tf.cast(xs[0], dtype)
 
 
+MASKED = -1e8
+"""A fill at or below this is attention's "minus infinity" (`lower.attention.NEG_INF`)."""
+
+
 @op("where")
 def _where(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     cond, a, b = xs
-    return tf.where(cond, a, tf.cast(b, a.dtype))
+    b = tf.cast(b, a.dtype)
+    fill = tf.get_static_value(b) if ctx.portable and b.shape.rank == 0 else None
+    if fill is not None and float(fill) <= MASKED:
+        # For deployment: a masked score 30 below the row's smallest instead of -1e9. The
+        # softmax weight it gets is under e^-30 of any real one (what -1e9 gives, to 1e-13),
+        # and full-int8 calibration sees a range of real scores, not [-1e9, max], where
+        # every real score would round into one or two int8 steps.
+        b = tf.reduce_min(a, axis=-1, keepdims=True) - 30.0
+    return tf.where(cond, a, b)
 
 
 @op("matmul", "batched_matmul")
