@@ -92,7 +92,8 @@ def tf2onnx_model(graph: Any, params: dict[str, np.ndarray], work: Path) -> Any:
     from seqc.backends.tf.savedmodel import export_savedmodel
 
     export_savedmodel(graph, params, work / "saved_model", {})
-    fn = tf.saved_model.load(str(work / "saved_model")).signatures["logits"]
+    loaded = tf.saved_model.load(str(work / "saved_model"))  # keeps the variables alive
+    fn = loaded.signatures["logits"]
     spec = [tf.TensorSpec([None, None], tf.int32, name="ids")]
     model, _ = tf2onnx.convert.from_function(
         tf.function(lambda ids: fn(ids=ids)), input_signature=spec, opset=OPSET
