@@ -32,6 +32,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
 	$(BIN)/python bench/train_throughput.py
+	$(BIN)/python bench/export.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
