@@ -100,6 +100,42 @@ def mt_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
     return base, run
 
 
+LSTM_MODEL = """model MT(vocab: int, d: int = 32) {{
+  src_embed = Embedding(vocab, d)
+  tgt_embed = Embedding(vocab, d)
+  encoder = LSTM(d, d, bidirectional = true)
+  bridge = Linear(2 * d, d)
+  decoder = LSTM(d, d, layers = 2)
+  attention = CrossAttention(d, 1)
+  combine = Linear(d, d, activation = "tanh")
+  out = Softmax(vocab, d)
+  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) -> float32[B, T, vocab] {{
+    memory = bridge(encoder(src_embed(src), mask = src_mask))
+    h = decoder(tgt_embed(tgt))
+    return out(combine(h + attention(h, memory, mask = src_mask)))
+  }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def lstm_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
+    """The LSTM-with-attention family: its decoder step carries recurrent state, not history."""
+    folder = tmp_path_factory.mktemp("lstm")
+    _pairs(folder)
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    spec = MT_SPEC.format(common=common.as_posix())
+    start = spec.index("model MT(")
+    end = spec.index("task translate")
+    spec = spec[:start] + LSTM_MODEL.format() + spec[end:]
+    (folder / "mt.seq").write_text(spec.replace("steps = 60", "steps = 30"))
+    base = [str(folder / "mt.seq"), "-e", "mt", "--cache-dir", str(folder / "cache")]
+    run = folder / "run"
+    result = runner.invoke(app, ["train", *base, "--run-dir", str(run), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return base, run
+
+
 def _export(base: list[str], run: Path, *args: str) -> str:
     result = runner.invoke(app, ["export", *base, "--run-dir", str(run), *args])
     assert result.exit_code == 0, result.output
@@ -141,6 +177,15 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         assert m["parity_max_abs_err"] <= 1e-4, name
         assert m["quality"]["perplexity"] == pytest.approx(ref, rel=1e-4)
     assert _manifest(run, "onnx-none")["reference_evaluator_err"] <= 1e-4
+    import onnx
+
+    props = {
+        m.key: m.value
+        for m in onnx.load(str(run / "export" / "onnx-none" / "step.onnx")).metadata_props
+    }
+    assert json.loads(props["seqc.manifest"])["parity_max_abs_err"] <= 1e-4
+    assert "lm.seq" in json.loads(props["seqc.spec"])
+    assert any(k.startswith("source/") for k in json.loads(props["seqc.tokenizer"]))
     # On this 20-step, 32-wide model: dynamic int8 within 1%, static ONNX QDQ and full-int8
     # TFLite (every activation and cache int8) within a few percent: bounds with some margin.
     bounds = {"onnx-dynamic": 0.03, "tflite-dynamic": 0.03, "onnx-int8": 0.1, "tflite-int8": 0.1}
@@ -202,3 +247,33 @@ def test_broken_and_mismatched_artifacts_are_clear_errors(lm_run, mt_run) -> Non
     bad = ["export", *base, "--run-dir", str(run), "--format", "tflite", "--quantize", "int4"]
     result = runner.invoke(app, bad)
     assert result.exit_code == 2 and "bad-quantize" in result.output
+
+
+def test_lstm_exports_decode_like_the_checkpoint(lstm_run) -> None:
+    base, run = lstm_run
+    _export(
+        base,
+        run,
+        "--format",
+        "onnx",
+        "--format",
+        "tflite",
+        "--quantize",
+        "none",
+        "--quantize",
+        "dynamic",
+        "--bleu",
+        "0",
+    )
+    for name in ("onnx-none", "tflite-none"):
+        m = _manifest(run, name)
+        assert m["parity_max_abs_err"] <= 1e-4, name
+        assert {c[0][-1] for c in m["step"]["caches"].values()} == {32}  # recurrent state
+    for name in ("onnx-dynamic", "tflite-dynamic"):
+        m = _manifest(run, name)
+        ref = m["reference_quality"]["perplexity"]
+        assert m["quality"]["perplexity"] == pytest.approx(ref, rel=0.03), name
+    sources = "abcd\nhgf\ncafe\n"
+    want = _decoded([*base, "--run-dir", str(run)], sources)
+    for name in ("onnx-none", "tflite-none"):
+        assert _decoded(["--artifact", str(run / "export" / name)], sources) == want, name

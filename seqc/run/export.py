@@ -32,12 +32,7 @@ import numpy as np
 from seqc.backends.inputs import LABELS, input_fields
 from seqc.backends.weights import Weights
 from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs
-from seqc.run.artifact import (
-    RUNTIMES,
-    model_bytes,
-    signature_json,
-    write_manifest,
-)
+from seqc.run.artifact import RUNTIMES, model_bytes, signature_json, write_manifest
 from seqc.run.stepdecode import StepSignature, teacher_forced, zero_caches
 from seqc.spec.errors import FileError, SeqcError, UsageError
 
@@ -332,7 +327,10 @@ def export_one(ctx: Context, fmt: str, quantize: str, target: Path) -> Row:
         if ctx.bleu_examples and ctx.task_kind == "seq2seq":
             quality["bleu"] = _bleu(ctx, _artifact_decoder(ctx, fns))
         latency = _latency_ms(fns, ctx.sig)
-        _package(ctx, tmp, fmt, quantize, parity, quality, latency, extra)
+        manifest = _package(ctx, tmp, fmt, quantize, parity, quality, latency, extra)
+        if fmt == "onnx":
+            _stamp_onnx(tmp, manifest)
+        write_manifest(tmp, manifest)
         size = model_bytes(tmp, fmt)
         if target.exists():
             target.rmdir()
@@ -359,7 +357,8 @@ def _package(
     quality: dict[str, float],
     latency: float,
     extra: dict[str, Any],
-) -> None:
+) -> dict[str, Any]:
+    """Tokenizer and frozen spec into the folder; the manifest (written by the caller)."""
     session = ctx.session
     pipeline = session.pipeline
     pipeline.tokenizer.save(folder / "tokenizer" / "source")
@@ -395,4 +394,34 @@ def _package(
         "latency_ms": latency,
         **extra,
     }
-    write_manifest(folder, manifest)
+    return manifest
+
+
+def _stamp_onnx(folder: Path, manifest: dict[str, Any]) -> None:
+    """The manifest, the frozen spec and the tokenizer files into each ONNX file's
+    metadata_props, so a model file that travels alone still says what it is (metadata does
+    not change what the graph computes, so the measured figures stay valid)."""
+    import base64
+    import json
+
+    import onnx
+
+    spec = {p.name: p.read_text() for p in sorted((folder / "spec").iterdir())}
+    tokenizer = {
+        p.relative_to(folder / "tokenizer").as_posix(): base64.b64encode(p.read_bytes()).decode()
+        for p in sorted((folder / "tokenizer").rglob("*"))
+        if p.is_file()
+    }
+    props = {
+        "seqc.manifest": json.dumps(manifest, sort_keys=True, default=str),
+        "seqc.spec": json.dumps(spec, sort_keys=True),
+        "seqc.tokenizer": json.dumps(tokenizer, sort_keys=True),
+    }
+    for path in sorted(folder.glob("*.onnx")):
+        model = onnx.load(str(path))
+        kept = [m for m in model.metadata_props if m.key not in props]
+        del model.metadata_props[:]
+        model.metadata_props.extend(kept)
+        for key, value in props.items():
+            model.metadata_props.add(key=key, value=value)
+        onnx.save(model, str(path))
