@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
 
 err = Console(stderr=True, highlight=False)
@@ -447,4 +448,5 @@ COMMANDS = {
     "decode": decode_cmd,
     "convert": convert_cmd,
     "export": export_cmd,
+    "place": place_cmd,
 }
