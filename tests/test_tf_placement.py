@@ -3,7 +3,8 @@
 Logical devices must be configured before TF starts, so the check runs in a fresh process. It
 trains the same tiny LM from the same params with and without a placement (the Transformer
 block and the output layer on CPU:1, the rest on CPU:0) and compares the losses; it also reads
-the devices of the traced training graph, so a placement that was silently ignored fails.
+the devices of the traced training graph, so a placement that was silently ignored fails. Then
+the same with a plan from the placement pass (m-ETF on two memory-limited devices).
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ task = resolved.tasks[0]
 graph = lower_model(
     program.layers[resolved.config[task]["model"].kind], resolved.models[task], program.layers
 )
-plan = by_layer(graph, {"blocks": "/device:CPU:1", "out": "/device:CPU:1"}, "/device:CPU:0")
+by_layer_plan = by_layer(
+    graph, {"blocks": "/device:CPU:1", "out": "/device:CPU:1"}, "/device:CPU:0"
+)
 params = params_of(graph)
 cfg = dict(resolved.config["train"])
 losses = {}
 devices = {}
-for name, placement in (("single", None), ("placed", plan)):
+for name, placement in (("single", None), ("placed", by_layer_plan)):
     model = TfModel(graph, resolved.config[task], cfg, placement=placement)
     model.init_from(params)
     curve = []
@@ -60,13 +63,34 @@ for name, placement in (("single", None), ("placed", plan)):
             key = op.device.rsplit("/", 1)[-1].replace("device:", "")
             found[key] = found.get(key, 0) + 1
     devices[name] = found
+# A plan from the placement pass (m-ETF, unfused, two devices of a memory that forces a
+# split) applied with tf.device: the same losses again.
+from seqc.backends.tf.placed import from_plan
+from seqc.compiler.placement.algorithms import m_etf
+from seqc.compiler.placement.checker import check
+from seqc.compiler.placement.from_graph import problem_from_graph
+
+dims = {"B": 4, "T": 12}
+problem = problem_from_graph(
+    graph, [{"memory": 1 << 40}] * 2, "parallel", batch_dims=dims, fuse=False
+)
+need = sum(n.persistent for n in problem.nodes)
+problem = problem_from_graph(
+    graph, [{"memory": int(0.7 * need) + (1 << 20)}] * 2, "parallel", batch_dims=dims, fuse=False
+)
+plan = m_etf(problem)
+check(problem, plan)
+model = TfModel(graph, resolved.config[task], cfg, placement=from_plan(problem, plan))
+model.init_from(params)
+losses["planned"] = [float(model.train_step(model.state, b)[1]["loss"]) for b in batches(5)]
+planned_devices = sorted(set(plan.device))
 try:
     TfModel(graph, resolved.config[task], cfg, placement={0: "/device:CPU:7"}).init(0)
     bad = "no error"
 except ValueError as e:
     bad = str(e)
-print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(graph, plan),
-                  "bad": bad}))
+print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(graph, by_layer_plan),
+                  "bad": bad, "planned_devices": planned_devices}))
 """
 
 
@@ -88,3 +112,6 @@ def test_placed_program_trains_with_the_same_loss_on_two_cpus() -> None:
     assert out["devices"]["placed"].get("CPU:0", 0) > 5
     assert "CPU:1" not in out["devices"]["single"]
     assert "CPU:7" in out["bad"] and "/device:CPU:1" in out["bad"]
+    assert out["planned_devices"] == [0, 1]  # the memory limit made m-ETF use both
+    for a, b in zip(single, out["losses"]["planned"], strict=True):
+        assert abs(a - b) <= 1e-6 * abs(a), (single, out["losses"]["planned"])

@@ -78,3 +78,10 @@ def devices_used(graph: Graph, placement: dict[int, str]) -> dict[str, int]:
         d = placement.get(op.id, "")
         counts[d] = counts.get(d, 0) + 1
     return counts
+
+
+def from_plan(problem: Any, plan: Any, names: list[str] | None = None) -> dict[int, str]:
+    """Op id -> TF device from a placement pass's plan over a `GraphProblem` (its nodes map
+    back to op ids). Device i of the plan is `names[i]`, by default `/device:CPU:i`."""
+    names = names or [f"/device:CPU:{i}" for i in range(len(problem.devices))]
+    return {op: names[plan.device[node]] for node, ops in enumerate(problem.ops) for op in ops}
