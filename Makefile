@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/frontend.py
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/export.py
+	$(BIN)/python bench/placement.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
