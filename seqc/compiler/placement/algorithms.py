@@ -484,6 +484,13 @@ def m_etf(problem: Problem) -> Plan:
 # ----------------------------------------------------------------------------------- m-SCT
 
 
+IPM_ABOVE = 2000
+"""Edges above which the favourite-child LP is solved by HiGHS's interior-point method: on a
+10k-op layered DAG the dual simplex took about 100 s and the interior point 8 s, and the m-SCT
+makespans differed by 0.2% (3k ops: 4.067 vs 4.075 of the lower bound). The LP is degenerate,
+so the two land on different optima; either is a valid relaxation to round."""
+
+
 def favorite_children(
     problem: Problem, threshold: float = 0.5, time_limit: float | None = None
 ) -> list[int]:
@@ -544,7 +551,7 @@ def favorite_children(
             A_ub=a_ub,
             b_ub=np.array(rhs),
             bounds=bounds,
-            method="highs",
+            method="highs" if m <= IPM_ABOVE else "highs-ipm",
             options=options,
         )
         if res.status == 0:
