@@ -91,7 +91,7 @@ def place_cmd(
         comm=dist["comm"],
         optimizer_slots=optimizer_slots(resolved.config["train"]["optimizer"]),
         batch_dims=batch_dims(resolved, task),
-        fuse=fuse,
+        fuse=fuse and kind != "manual",  # fusion may join layers a manual plan splits
         retain_activations=keep_activations,
     )
     err.print(
@@ -107,6 +107,27 @@ def place_cmd(
         out.print(f"plan: {json_file}")
     if gantt_file is not None:
         out.print(f"gantt: {gantt(problem, plan, gantt_file)}")
+
+
+def manual_devices(problem: Any, layers: dict[str, int]) -> list[int]:
+    """Device per node from `manual(layers = {prefix: device})`: the longest prefix matching
+    the node's first layer path; device 0 when none does."""
+    n = len(problem.devices)
+    for path, d in layers.items():
+        if not 0 <= int(d) < n:
+            raise UsageError(
+                f"`manual` puts `{path}` on device {d}; there are {n}",
+                code="bad-device",
+                expected=f"a device index in 0..{n - 1}",
+                found=str(d),
+            )
+    ordered = sorted(layers, key=len, reverse=True)
+    out = []
+    for paths in problem.layers:
+        first = paths[0] if paths else ""
+        match = next((p for p in ordered if first == p or first.startswith(p + ".")), None)
+        out.append(int(layers[match]) if match is not None else 0)
+    return out
 
 
 def run_placement(problem: Any, kind: str, args: dict[str, Any]) -> Any:
@@ -133,10 +154,8 @@ def run_placement(problem: Any, kind: str, args: dict[str, Any]) -> Any:
             )
         plan = simulate(problem, [d] * len(problem.nodes), algorithm="single")
     elif kind == "manual":
-        raise UsageError(
-            "`placement = manual` is not supported by `seqc place` yet",
-            code="not-implemented",
-            hint="use m_etf, m_sct, m_topo or single, e.g. --algorithm m_etf",
+        plan = simulate(
+            problem, manual_devices(problem, args.get("layers", {})), algorithm="manual"
         )
     else:
         raise UsageError(

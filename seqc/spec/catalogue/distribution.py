@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Final
 
 from seqc.spec.kinds import REGISTRY, declare, param
-from seqc.spec.types import FLOAT, INT, SIZE, one_of
+from seqc.spec.types import FLOAT, INT, SIZE, STR, map_of, one_of
 
 REGISTRY.docs.update(
     {
@@ -85,8 +85,11 @@ declare(
 declare(
     "placement",
     "manual",
-    "Uses the `device` index written on each layer in the model body; unmarked layers go to "
-    "device 0.",
+    "Places each layer on the device its path is mapped to, e.g. "
+    "manual(layers = {encoder: 0, decoder: 1}); a path covers the layers under it, the longest "
+    "match wins, and unlisted layers go to device 0.",
+    param("layers", map_of(STR, INT), {}, "Layer path (or prefix) -> device index."),
+    positional=("layers",),
 )
 
 declare(
