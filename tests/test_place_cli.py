@@ -49,3 +49,18 @@ def test_every_algorithm_places_and_bad_plans_are_errors(tmp_path: Path) -> None
     assert result.exit_code == 2 and "bad-device" in result.output
     result = runner.invoke(app, [*BASE, "-a", "m_fast"])
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_calibrate_measures_and_its_device_line_feeds_the_placer() -> None:
+    from seqc.run.calibrate import device_call
+
+    result = runner.invoke(app, ["calibrate", "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    m = json.loads(result.output[result.output.index("{") :])
+    assert m["flops"] > 1e8 and m["bandwidth"] > 1e8 and m["link"] > 1e6
+    assert 0.0 <= m["latency"] < 0.1
+    line = device_call(m)
+    value = line.split("=", 1)[1].strip()
+    result = runner.invoke(app, [*BASE[:4], "--set", f"distribution.devices={value}", *BASE[6:]])
+    assert result.exit_code == 0, result.output
+    assert "on 2 devices" in result.output

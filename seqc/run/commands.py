@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from seqc.run.calibrate import calibrate_cmd
 from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
 
@@ -449,4 +450,5 @@ COMMANDS = {
     "convert": convert_cmd,
     "export": export_cmd,
     "place": place_cmd,
+    "calibrate": calibrate_cmd,
 }

@@ -37,7 +37,7 @@ DEFAULT_DIMS: dict[str, int] = {"B": 32, "T": 128, "S": 128}
 """Sizes of the symbolic dims when the caller gives none: batch, target and source length."""
 
 LATENCY_US = 134.0
-"""Per-transfer latency added to `link` bandwidth (Baechi's GPU0 -> GPU1 fit)."""
+"""Per-transfer latency when a device call gives none (Baechi's GPU0 -> GPU1 fit)."""
 
 BACKWARD_FACTOR = 2.0
 """Backward FLOPs and bytes per forward FLOP and byte."""
@@ -61,6 +61,8 @@ class DeviceSpec:
     """Memory bytes/s."""
     link: float
     """Bytes/s to each other device."""
+    latency: float = LATENCY_US * 1e-6
+    """Seconds per transfer, besides its bytes."""
 
 
 @dataclass
@@ -101,6 +103,7 @@ def device_specs(devices: Sequence[Any] | None) -> list[DeviceSpec]:
                     _bytes(args.get("bandwidth"), f"distribution.devices.{i}.bandwidth", 20 * 10**9)
                 ),
                 link=float(_bytes(args.get("link"), f"distribution.devices.{i}.link", 10 * 10**9)),
+                latency=float(args.get("latency", LATENCY_US * 1e-6)),
             )
         )
     return out
@@ -123,9 +126,10 @@ def _bytes(value: Any, path: str, default: int) -> int:
 
 
 def comm_for(specs: Sequence[DeviceSpec], model: CommModel = "sequential") -> Comm:
-    """The slowest link of the listed devices, with Baechi's fixed latency."""
+    """The slowest link and the largest per-transfer latency of the listed devices."""
     link = min(s.link for s in specs)
-    return Comm(model=model, latency_us=LATENCY_US, bytes_per_us=link / 1e6)
+    latency_us = max(s.latency for s in specs) * 1e6
+    return Comm(model=model, latency_us=latency_us, bytes_per_us=link / 1e6)
 
 
 def _check_dims(graph: Graph, dims: Mapping[str, int]) -> None:

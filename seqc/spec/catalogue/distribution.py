@@ -36,6 +36,7 @@ _MEMORY_DOC = "Memory available to the model on one device."
 _FLOPS_DOC = "Peak arithmetic throughput in floating-point operations per second."
 _BANDWIDTH_DOC = 'Memory bandwidth per second, written as a size (e.g. "900GB").'
 _LINK_DOC = 'Bandwidth per second to each other device, written as a size (e.g. "25GB").'
+_LATENCY_DOC = "Seconds each transfer to another device takes besides its bytes (`seqc calibrate`)."
 
 # --- devices -----------------------------------------------------------------------------------
 
@@ -47,6 +48,7 @@ declare(
     param("flops", FLOAT, 1e11, _FLOPS_DOC),
     param("bandwidth", SIZE, "20GB", _BANDWIDTH_DOC),
     param("link", SIZE, "10GB", _LINK_DOC),
+    param("latency", FLOAT, 2e-5, _LATENCY_DOC),
     positional=(),
 )
 
@@ -58,6 +60,7 @@ declare(
     param("flops", FLOAT, 1.5e13, _FLOPS_DOC),
     param("bandwidth", SIZE, "900GB", _BANDWIDTH_DOC),
     param("link", SIZE, "16GB", _LINK_DOC),
+    param("latency", FLOAT, 1.34e-4, _LATENCY_DOC),
     positional=(),
 )
 
@@ -69,6 +72,7 @@ declare(
     param("flops", FLOAT, 1.2e14, _FLOPS_DOC),
     param("bandwidth", SIZE, "600GB", _BANDWIDTH_DOC),
     param("link", SIZE, "100GB", _LINK_DOC),
+    param("latency", FLOAT, 5e-5, _LATENCY_DOC),
     positional=(),
 )
 
