@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqc.compiler.graph import COMPARE, LOGICAL, Graph, Op, Shape, TensorType
+from seqc.compiler.graph import COMPARE, LOGICAL, UNARY, Graph, Op, Shape, TensorType
 from seqc.spec.errors import CheckError
 
 HISTORY = "L"
@@ -39,25 +39,8 @@ POS = "pos"
 STEPPING_FIELDS = ("inputs", "tgt_in", "tgt_mask", "mask")
 """Batch fields (see `seqc.backends.inputs`) that grow by one token per decoding step."""
 
-POINTWISE = {
-    "cast",
-    "dropout",
-    "identity",
-    "neg",
-    "exp",
-    "log",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "gelu",
-    "silu",
-    "rsqrt",
-    "sqrt",
-    "square",
-    "sin",
-    "cos",
-    "logical_not",
-}
+POINTWISE = UNARY | {"cast", "dropout"}
+"""Ops that act on each element alone: a position's output depends on that position only."""
 
 ARITHMETIC = {"add", "sub", "mul", "div", "maximum", "minimum"}
 

@@ -65,9 +65,9 @@ def _backend(session: Any, backend: str | None) -> str:
     return check_backend(backend or session.resolved.config["backend"])
 
 
-def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
-    """The model on `backend` with the weights of `source`, written by either backend."""
-    from seqc.backends import select
+def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
+    """The weights at `source` (a run directory or checkpoints of either backend), checked
+    against the session's model."""
     from seqc.backends.weights import match_params, read_weights
 
     if not source.exists():
@@ -78,7 +78,14 @@ def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
             hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
         )
     weights = read_weights(source)
-    params = match_params(session.graph, weights)
+    return weights, match_params(session.graph, weights)
+
+
+def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
+    """The model on `backend` with the weights of `source`, written by either backend."""
+    from seqc.backends import select
+
+    weights, params = _weights(session, source)
     model = select.make_model(backend, session.graph, session.task_config, session.train_config)
     state = select.with_params(backend, model, params)
     if weights.backend != backend:
@@ -389,23 +396,13 @@ def export_cmd(
 ) -> None:
     """Export trained weights (of either backend) as deployment artifacts: an encoder and a
     decoder-step graph with explicit caches, checked against the trained model on dev data."""
-    from seqc.backends.weights import match_params, read_weights
     from seqc.run.export import export_one, plan, prepare
 
     formats = format_ or ["onnx"]
     pairs = plan(formats, quantize or ["none"])
     session = _session(spec, experiment, set_, cache_dir)
     run_dir = run_dir or Path("runs") / experiment
-    source = checkpoint or run_dir
-    if not source.exists():
-        raise FileError(
-            f"no run directory or checkpoint at {source}",
-            path=str(source),
-            code="no-checkpoint",
-            hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
-        )
-    weights = read_weights(source)
-    params = match_params(session.graph, weights)
+    weights, params = _weights(session, checkpoint or run_dir)
     ctx = prepare(session, params, weights, batches, bleu)
     target = out_dir or run_dir / "export"
     rows = []
