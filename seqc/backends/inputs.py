@@ -43,3 +43,12 @@ def input_fields(graph: Graph) -> dict[str, str]:
             )
         out[name] = INPUT_FIELDS[name]
     return out
+
+
+DECODE_BUCKET = 16
+"""Decode buffers round up to a multiple of this: one compiled program per bucket, not per
+prompt length."""
+
+
+def buffer_length(n: int, multiple: int = DECODE_BUCKET) -> int:
+    return -(-n // multiple) * multiple

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from seqc.backends.inputs import buffer_length
 from seqc.compiler.values import CallValue
 
 
@@ -29,8 +30,59 @@ class Hypothesis:
         return self.logprob / (((5.0 + len(self.tokens)) / 6.0) ** alpha)
 
 
-def _round_up(n: int, multiple: int = 16) -> int:
-    return -(-n // multiple) * multiple
+def log_softmax64(logits: Any) -> np.ndarray:
+    """Log-probabilities in float64 from float32 logits [rows, V]: every decoder ranks tokens on
+    the same numbers, so near-ties break the same way."""
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+@dataclass
+class BeamStep:
+    """The survivors of one beam-search step: open hypotheses with the row each extends."""
+
+    beams: list[Hypothesis]
+    parents: list[int]
+    tokens: list[int]
+    done: bool
+    """True when `width` hypotheses have finished and the best of them beats every open one."""
+
+
+def beam_step(
+    current: list[Hypothesis],
+    logp: np.ndarray,
+    finished: list[Hypothesis],
+    width: int,
+    alpha: float,
+    eos: int,
+) -> BeamStep:
+    """Top `width + 1` tokens of each open hypothesis, ranked together; EOS candidates join
+    `finished` (in place) until `width` open ones are collected. Shared by every decoder that
+    runs beam search on the host, so they all keep the same hypotheses."""
+    candidates: list[tuple[float, int, int]] = []
+    for i, h in enumerate(current):
+        top = np.argsort(-logp[i])[: width + 1]
+        candidates += [(h.logprob + float(logp[i, t]), i, int(t)) for t in top]
+    candidates.sort(key=lambda c: -c[0])
+    beams, parents, tokens = [], [], []
+    for total, i, tok in candidates:
+        if tok == eos:
+            finished.append(Hypothesis(current[i].tokens, total))
+        else:
+            beams.append(Hypothesis([*current[i].tokens, tok], total))
+            parents.append(i)
+            tokens.append(tok)
+        if len(beams) == width:
+            break
+    best_open = max((h.score(alpha) for h in beams), default=-math.inf)
+    done = len(finished) >= width and max(f.score(alpha) for f in finished) >= best_open
+    return BeamStep(beams, parents, tokens, done)
+
+
+def best(finished: list[Hypothesis], beams: list[Hypothesis], alpha: float) -> list[int]:
+    pool = finished or beams
+    return max(pool, key=lambda h: h.score(alpha)).tokens
 
 
 class Decoder:
@@ -52,9 +104,7 @@ class Decoder:
                 "tgt_in": prefix,
                 "tgt_mask": prefix != self.pad,
             }
-        logits = np.asarray(self.model.logits(self.params, arrays)[:, pos, :], dtype=np.float64)
-        logits -= logits.max(axis=-1, keepdims=True)
-        return logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+        return log_softmax64(np.asarray(self.model.logits(self.params, arrays))[:, pos, :])
 
     def generate(
         self,
@@ -73,7 +123,7 @@ class Decoder:
             return self._beam(strategy, prompt, src, max_len)
         rng = np.random.default_rng(seed or int(strategy.args.get("seed", 0)))
         start = [self.bos, *prompt]
-        length = _round_up(len(start) + max_len)
+        length = buffer_length(len(start) + max_len)
         buf = np.full((1, length), self.pad, np.int32)
         buf[0, : len(start)] = start
         src_arr = None if src is None else np.asarray([src], np.int32)
@@ -95,7 +145,7 @@ class Decoder:
     ) -> list[int]:
         width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
         start = [self.bos, *prompt]
-        length = _round_up(len(start) + max_len)
+        length = buffer_length(len(start) + max_len)
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
         src_arr = None if src is None else np.repeat(np.asarray([src], np.int32), width, axis=0)
@@ -104,26 +154,12 @@ class Decoder:
             for i, h in enumerate(beams):
                 seq = start + h.tokens
                 buf[i, : len(seq)] = seq
-            current = beams
-            logp = self._logits(buf, src_arr, len(start) - 1 + step)[: len(current)]
-            candidates: list[tuple[float, int, int]] = []
-            for i, h in enumerate(current):
-                top = np.argsort(-logp[i])[: width + 1]
-                candidates += [(h.logprob + float(logp[i, t]), i, int(t)) for t in top]
-            candidates.sort(key=lambda c: -c[0])
-            beams = []
-            for total, i, tok in candidates:
-                if tok == self.eos:
-                    finished.append(Hypothesis(current[i].tokens, total))
-                else:
-                    beams.append(Hypothesis([*current[i].tokens, tok], total))
-                if len(beams) == width:
-                    break
-            best_open = max((h.score(alpha) for h in beams), default=-math.inf)
-            if len(finished) >= width and max(f.score(alpha) for f in finished) >= best_open:
+            logp = self._logits(buf, src_arr, len(start) - 1 + step)[: len(beams)]
+            chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
+            beams = chosen.beams
+            if chosen.done:
                 break
-        pool = finished or beams
-        return max(pool, key=lambda h: h.score(alpha)).tokens
+        return best(finished, beams, alpha)
 
 
 def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:

@@ -11,15 +11,15 @@ along its batch axis by the surviving beams' parents.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from seqc.backends.inputs import buffer_length
 from seqc.compiler.incremental import HISTORY, POS
 from seqc.compiler.values import CallValue
-from seqc.run.decode import Hypothesis, _round_up, _sample
+from seqc.run.decode import Hypothesis, _sample, beam_step, best, log_softmax64
 
 
 @dataclass
@@ -135,9 +135,7 @@ class StepDecoder:
         feeds = {self.sig.token_input: tokens.reshape(-1, 1).astype(np.int32)}
         feeds |= {POS: np.asarray(pos, np.int32), **memory, **caches}
         logits, caches = self.fns.step({k: feeds[k] for k in self.sig.step_inputs})
-        z = np.asarray(logits[:, 0, :], np.float64)
-        z -= z.max(axis=-1, keepdims=True)
-        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True)), caches
+        return log_softmax64(np.asarray(logits)[:, 0, :]), caches
 
     def _prefill(
         self, start: list[int], rows: int, length: int, memory: dict
@@ -168,7 +166,7 @@ class StepDecoder:
             return self._beam(strategy, prompt, src, max_len)
         rng = np.random.default_rng(seed or int(strategy.args.get("seed", 0)))
         start = [self.bos, *prompt]
-        length = _round_up(len(start) + max_len)
+        length = buffer_length(len(start) + max_len)
         memory = self._memory(src, 1)
         logp, caches = self._prefill(start, 1, length, memory)
         out: list[int] = []
@@ -191,37 +189,18 @@ class StepDecoder:
     ) -> list[int]:
         width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
         start = [self.bos, *prompt]
-        length = _round_up(len(start) + max_len)
+        length = buffer_length(len(start) + max_len)
         memory = self._memory(src, width)
         logp, caches = self._prefill(start, width, length, memory)
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
         for step in range(max_len):
-            current = beams
-            candidates: list[tuple[float, int, int]] = []
-            for i, h in enumerate(current):
-                top = np.argsort(-logp[i])[: width + 1]
-                candidates += [(h.logprob + float(logp[i, t]), i, int(t)) for t in top]
-            candidates.sort(key=lambda c: -c[0])
-            beams, parents, tokens = [], [], []
-            for total, i, tok in candidates:
-                if tok == self.eos:
-                    finished.append(Hypothesis(current[i].tokens, total))
-                else:
-                    beams.append(Hypothesis([*current[i].tokens, tok], total))
-                    parents.append(i)
-                    tokens.append(tok)
-                if len(beams) == width:
-                    break
-            best_open = max((h.score(alpha) for h in beams), default=-math.inf)
-            if len(finished) >= width and max(f.score(alpha) for f in finished) >= best_open:
+            chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
+            beams = chosen.beams
+            if chosen.done or step + 1 == max_len:
                 break
-            if step + 1 == max_len:
-                break
-            pad = width - len(parents)
-            rows = np.asarray(parents + [0] * pad)
-            caches = self._reorder(caches, rows)
-            feed = np.asarray(tokens + [self.pad] * pad)
+            pad = width - len(chosen.parents)
+            caches = self._reorder(caches, np.asarray(chosen.parents + [0] * pad))
+            feed = np.asarray(chosen.tokens + [self.pad] * pad)
             logp, caches = self._step(feed, len(start) + step, memory, caches)
-        pool = finished or beams
-        return max(pool, key=lambda h: h.score(alpha)).tokens
+        return best(finished, beams, alpha)

@@ -133,3 +133,13 @@ class FileError(SeqcError):
     """A missing or unreadable file."""
 
     phase = "file"
+
+
+def no_checkpoint(directory: object) -> FileError:
+    """The error of a checkpoint store with nothing in it (either backend's)."""
+    return FileError(
+        f"no checkpoint in {directory}",
+        path=str(directory),
+        code="no-checkpoint",
+        hint="train first, or drop --resume",
+    )

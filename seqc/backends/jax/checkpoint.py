@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from seqc.spec.errors import FileError
+from seqc.spec.errors import FileError, no_checkpoint
 
 
 class Checkpoints:
@@ -29,12 +29,7 @@ class Checkpoints:
         """Restore into the structure of `like` (a freshly initialised state)."""
         step = self.latest() if step is None else step
         if step is None:
-            raise FileError(
-                f"no checkpoint in {self.directory}",
-                path=str(self.directory),
-                code="no-checkpoint",
-                hint="train first, or drop --resume",
-            )
+            raise no_checkpoint(self.directory)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
             return self.manager.restore(step, args=ocp.args.StandardRestore(abstract))

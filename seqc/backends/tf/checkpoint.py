@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from seqc.spec.errors import FileError
+from seqc.spec.errors import FileError, no_checkpoint
 
 PREFIX = "ckpt"
 """File prefix: `ckpt-<step>.index` and `ckpt-<step>.data-*` in the checkpoints folder."""
@@ -63,12 +63,7 @@ class TfCheckpoints:
         """Assign the saved values to the variables of `like` (a model's `state`)."""
         step = self.latest() if step is None else step
         if step is None:
-            raise FileError(
-                f"no checkpoint in {self.directory}",
-                path=str(self.directory),
-                code="no-checkpoint",
-                hint="train first, or drop --resume",
-            )
+            raise no_checkpoint(self.directory)
         path = self.directory / f"{PREFIX}-{step}"
         try:
             status = _trackable(like).read(str(path))

@@ -22,16 +22,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends.inputs import buffer_length
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.values import CallValue
 
 KINDS = ("greedy", "sample", "beam")
-BUCKET = 16  # buffer lengths round up to a multiple of this, as in `seqc.run.decode`
 NEG_INF = float("-inf")
-
-
-def _round_up(n: int, multiple: int = BUCKET) -> int:
-    return -(-n // multiple) * multiple
 
 
 class TfDecoder:
@@ -78,7 +74,7 @@ class TfDecoder:
             raise ValueError("a seq2seq decoder needs `src`, the source token ids")
         max_len = int(strategy.args["max_length"])
         start = [self.bos, *prompt]
-        length = _round_up(len(start) + max_len)
+        length = buffer_length(len(start) + max_len)
         buf = np.full(length, self.pad, np.int32)
         buf[: len(start)] = start
         src_arr = np.asarray(src if src is not None else [], np.int32)
