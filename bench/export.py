@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from seqc.backends.jax.init import init_params  # noqa: E402
 from seqc.backends.onnx.emit import check, to_onnx  # noqa: E402
 from seqc.backends.onnx.runtime import Session  # noqa: E402
+from seqc.compiler.compile import compile_task  # noqa: E402
 from seqc.compiler.incremental import incremental, stepping_inputs  # noqa: E402
-from seqc.compiler.lower import lower_model  # noqa: E402
-from seqc.compiler.program import load_program  # noqa: E402
-from seqc.compiler.resolve import resolve  # noqa: E402
+from seqc.compiler.init import init_params  # noqa: E402
+from seqc.resolve.experiment import resolve  # noqa: E402
+from seqc.resolve.program import load_program  # noqa: E402
 
 SPEC = ROOT / "examples" / "lm" / "shakespeare.seq"
 EXPERIMENT = "lm.shakespeare.quick"
@@ -54,8 +54,7 @@ def build(checkpoint: Path | None) -> tuple[Any, dict[str, np.ndarray]]:
     program = load_program(SPEC)
     resolved = resolve(program, EXPERIMENT, symbols={"shakespeare.vocab_size": VOCAB})
     task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
+    graph = compile_task(program, resolved, task).graph
     if checkpoint is None:
         params = {k: np.asarray(v) for k, v in init_params(graph, 1).items()}
     else:
@@ -161,11 +160,12 @@ def main(argv: list[str] | None = None) -> None:
     ms_ours = 1000 * statistics.median(t_ours)
     ms_theirs = 1000 * statistics.median(t_theirs)
 
-    from seqc.compiler.incremental import zeros_like_caches
+    from seqc.compiler.signature import input_fields
+    from seqc.compiler.step_signature import StepSignature
 
     s_step = Session(step)
     feeds = {"ids": ids[:, :1], "pos": np.asarray(0, np.int32)}
-    feeds |= zeros_like_caches(program, 1, args.length)
+    feeds |= StepSignature.of(program, input_fields(graph)).zero_caches(1, args.length)
     feeds = {k: v for k, v in feeds.items() if k in program.step.inputs}
     ms_step = 1000 * statistics.median(timed(lambda: s_step.run(feeds), args.reps))
 

@@ -34,9 +34,9 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from seqc.compiler.check import check_program  # noqa: E402
-from seqc.compiler.layers import check_layers  # noqa: E402
-from seqc.compiler.program import Program, load_program  # noqa: E402
-from seqc.compiler.resolve import resolve  # noqa: E402
+from seqc.resolve.experiment import resolve  # noqa: E402
+from seqc.resolve.layers import check_layers  # noqa: E402
+from seqc.resolve.program import Program, load_program  # noqa: E402
 from seqc.spec.parser import parse_text  # noqa: E402
 
 TIERS = 3

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
-from seqc.compiler.lower import lower_model  # noqa: E402
+from seqc.compiler.compile import compile_task  # noqa: E402
 from seqc.compiler.placement import algorithms  # noqa: E402
 from seqc.compiler.placement.checker import check  # noqa: E402
 from seqc.compiler.placement.from_graph import problem_from_graph  # noqa: E402
@@ -52,8 +52,8 @@ from seqc.compiler.placement.problem import (  # noqa: E402
     Plan,
     Problem,
 )
-from seqc.compiler.program import load_program  # noqa: E402
-from seqc.compiler.resolve import resolve  # noqa: E402
+from seqc.resolve.experiment import resolve  # noqa: E402
+from seqc.resolve.program import load_program  # noqa: E402
 
 SCT_LP_SECONDS = 120.0
 """Time cap of m-SCT's LP; past it the placer falls back to its critical-path favourites."""
@@ -134,8 +134,7 @@ def transformer(layers: int, comm: str = "sequential", fuse: bool = True) -> tup
         )
         program = load_program(spec)
         resolved = resolve(program, "bench")
-        decl = program.layers[resolved.config["lm"]["model"].kind]
-        graph = lower_model(decl, resolved.models["lm"], program.layers)
+        graph = compile_task(program, resolved, "lm").graph
     p = problem_from_graph(
         graph,
         [{"kind": "gpu", "flops": 1.5e13, "bandwidth": 9e11, "link": 1.6e10}],

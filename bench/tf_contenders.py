@@ -19,15 +19,14 @@ from reference_keras import KerasLM, keras_batch, load_params
 from reference_lm import Config
 
 from seqc.backends.tf.train import TfModel
-from seqc.compiler.graph import Graph
+from seqc.compiler.compile import CompiledTask
 
 
 @dataclass
 class TfBatch:
-    """What `TfModel.train_step` reads: the arrays by field name and the task kind."""
+    """What `TfModel.train_step` reads: the arrays by field name."""
 
     arrays: dict[str, tf.Tensor]
-    task: str = "lm"
 
 
 @dataclass
@@ -45,8 +44,7 @@ class TfPair:
 
 def setup_tf(
     cfg: Config,
-    graph: Graph,
-    task: dict[str, Any],
+    task: CompiledTask,
     train: dict[str, Any],
     batches: list[dict[str, np.ndarray]],
     jit_compile: bool,
@@ -56,8 +54,8 @@ def setup_tf(
 ) -> TfPair:
     """Build both models, initialise each its own way and check they compute the same function.
 
-    `task` and `train` are the resolved config of the spec's task and its `train` block."""
-    seqc = TfModel(graph, task, train, seed=seed, jit_compile=jit_compile)
+    `task` is the spec's compiled task and `train` the resolved config of its `train` block."""
+    seqc = TfModel(task, train, seed=seed, jit_compile=jit_compile)
     seqc.init(seed)
     seqc_batches = [TfBatch({k: tf.constant(v) for k, v in b.items()}) for b in batches]
     keras_batches = [keras_batch(b) for b in batches]
@@ -91,7 +89,7 @@ def seqc_tf_steps(pair: TfPair, n: int) -> float:
     metrics: dict[str, Any] = {}
     for i in range(n):
         _, metrics = pair.seqc.train_step(
-            pair.seqc.state, pair.seqc_batches[i % len(pair.seqc_batches)]
+            pair.seqc.state, pair.seqc_batches[i % len(pair.seqc_batches)], pair.cfg.lr
         )
     return float(metrics["loss"]) if metrics else float("nan")  # waits for the last step
 

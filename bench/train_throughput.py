@@ -61,11 +61,11 @@ if str(BENCH) not in sys.path:
 from reference_lm import Config, ReferenceLM  # noqa: E402
 
 from seqc.backends.jax.train import JaxModel  # noqa: E402
+from seqc.compiler.compile import CompiledTask, compile_task  # noqa: E402
 from seqc.compiler.cost import estimate  # noqa: E402
 from seqc.compiler.graph import Graph  # noqa: E402
-from seqc.compiler.lower import lower_model  # noqa: E402
-from seqc.compiler.program import load_program  # noqa: E402
-from seqc.compiler.resolve import resolve  # noqa: E402
+from seqc.resolve.experiment import resolve  # noqa: E402
+from seqc.resolve.program import load_program  # noqa: E402
 
 TARGET_RATIO = 0.95
 """seqc's tokens/s over the reference's should be at least this."""
@@ -128,18 +128,16 @@ experiment bench {{
 
 @dataclass
 class Batch:
-    """What `JaxModel.train_step` reads: the arrays by field name and the task kind."""
+    """What `JaxModel.train_step` reads: the arrays by field name."""
 
     arrays: dict[str, Any]
-    task: str = "lm"
 
 
 @dataclass
 class Compiled:
-    """The lowered spec: the op graph, and the resolved config of its task and `train` block."""
+    """The compiled spec's task, and the resolved config of its `train` block."""
 
-    graph: Graph
-    task: dict[str, Any]
+    task: CompiledTask
     train: dict[str, Any]
 
 
@@ -161,16 +159,13 @@ def compile_spec(cfg: Config, workdir: Path) -> Compiled:
     )
     program = load_program(spec)
     resolved = resolve(program, "bench")
-    task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
-    return Compiled(graph, resolved.config[task], resolved.config["train"])
+    return Compiled(compile_task(program, resolved, resolved.tasks[0]), resolved.config["train"])
 
 
 def build_seqc(cfg: Config, workdir: Path) -> tuple[JaxModel, Graph]:
     """The compiled spec, trained with `JaxModel`."""
     c = compile_spec(cfg, workdir)
-    return JaxModel(c.graph, c.task, c.train), c.graph
+    return JaxModel(c.task, c.train), c.task.graph
 
 
 def synthetic_batches(
@@ -282,7 +277,8 @@ def seqc_steps(pair: Pair, n: int) -> float:
     state = pair.seqc_state
     metrics: dict[str, Any] = {}
     for i in range(n):
-        state, metrics = pair.seqc.train_step(state, Batch(pair.batches[i % len(pair.batches)]))
+        batch = Batch(pair.batches[i % len(pair.batches)])
+        state, metrics = pair.seqc.train_step(state, batch, pair.cfg.lr)
     pair.seqc_state = state
     jax.block_until_ready(state)
     return float(metrics["loss"]) if metrics else float("nan")
@@ -337,8 +333,7 @@ def tf_pairs(
         c = compile_spec(cfg, Path(tmp))
     batches = synthetic_batches(4, batch, length, cfg.vocab, seed)  # the JAX pair's batches
     return {
-        jit: tf_contenders.setup_tf(cfg, c.graph, c.task, c.train, batches, jit, seed)
-        for jit in settings
+        jit: tf_contenders.setup_tf(cfg, c.task, c.train, batches, jit, seed) for jit in settings
     }
 
 

@@ -89,7 +89,7 @@ def _print_error(e: SeqcError) -> None:
 
 
 def _load(file: Path) -> Any:
-    from seqc.compiler.program import load_program
+    from seqc.resolve.program import load_program
 
     return load_program(file)
 
@@ -236,8 +236,8 @@ def show(
     ] = False,
 ) -> None:
     """Show a resolved experiment: every value explicit, with its origin on request."""
-    from seqc.compiler.resolve import resolve
-    from seqc.compiler.values import show_value, to_json
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.values import show_value, to_json
 
     def body() -> None:
         program = _load(file)
@@ -284,7 +284,7 @@ def show(
 
 
 def _model_tree(tree: Tree, node: Any) -> None:
-    from seqc.compiler.values import show_value
+    from seqc.resolve.values import show_value
 
     for child in node.children:
         args = ", ".join(f"{k}={show_value(v)}" for k, v in child.args.items() if v is not None)
@@ -337,7 +337,7 @@ def layers(
 
 
 def _print_kind(spec: Any) -> None:
-    from seqc.compiler.values import show_value
+    from seqc.resolve.values import show_value
 
     sig = ", ".join(spec.positional)
     out.print(f"\n[bold]{escape(spec.name)}[/]({escape(sig)})  [dim]{escape(spec.namespace)}[/]")

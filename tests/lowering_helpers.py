@@ -14,12 +14,14 @@ import jax
 import numpy as np
 
 import seqc.spec.catalogue  # noqa: F401  (fills the registry)
-from seqc.backends.jax.init import init_params
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.ops import Ctx
+from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.compiler.compile import CompiledTask, compile_task
 from seqc.compiler.graph import Graph, GraphBuilder, TensorType
+from seqc.compiler.init import init_params
 from seqc.compiler.lower import LOWERINGS
 from seqc.compiler.lower.call import LayerCall
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 from seqc.spec.kinds import REGISTRY
 
 F32 = "float32"
@@ -53,6 +55,16 @@ def build(
     call = LayerCall(kind, path, layer_args(kind, **args), xs, kws)
     b.graph.outputs = [LOWERINGS[kind](b, call)]
     return b.graph
+
+
+def compile_spec(
+    path: Any, experiment: str, overrides: list[str] | None = None, symbols: dict | None = None
+) -> CompiledTask:
+    """The first task of an experiment of a spec file, compiled (no data read: give the data's
+    figures, such as a character vocabulary's size, as `symbols`)."""
+    program = load_program(path)
+    resolved = resolve(program, experiment, overrides or [], symbols)
+    return compile_task(program, resolved, resolved.tasks[0])
 
 
 def params_of(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from seqc.compiler.check import check_program
-from seqc.compiler.program import load_program
+from seqc.resolve.program import load_program
 from seqc.spec.ir import without_spans
 from seqc.spec.parser import parse_text
 from seqc.spec.printer import format_spec

@@ -50,7 +50,7 @@ def test_seqc_tf_and_keras_run_and_agree(tmp_path: Path) -> None:
     c = tt.compile_spec(TINY, tmp_path)
     batches = tt.synthetic_batches(2, batch=2, length=16, vocab=TINY.vocab, seed=0)
     # The exact check (Keras on seqc-TF's params) is inside `setup_tf` too.
-    pair = tfc.setup_tf(TINY, c.graph, c.task, c.train, batches, jit_compile=False, loss_rtol=0.1)
+    pair = tfc.setup_tf(TINY, c.task, c.train, batches, jit_compile=False, loss_rtol=0.1)
     losses = pair.losses
     assert math.isclose(losses["keras_on_seqc_params"], losses["seqc_tf"], rel_tol=1e-4)
     for name in ("seqc_tf", "keras"):

@@ -10,13 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
 from seqc.data.batch import LM_FIELDS, SEQ2SEQ_FIELDS
 from seqc.data.calls import make_call
 from seqc.data.errors import DataError
 from seqc.data.pipeline import InputPipeline
 from seqc.data.tokenizers import BOS_ID, EOS_ID
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 
 WORDS = [
     "the",

@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from seqc.cli import app
 from seqc.compiler.check import check_program
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 from seqc.spec.errors import SeqcError
 
 

@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from lowering_helpers import params_of
 
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.ops import Ctx
-from seqc.compiler.incremental import POS, incremental, stepping_inputs, zeros_like_caches
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.compiler.compile import compile_task
+from seqc.compiler.incremental import POS, incremental, stepping_inputs
+from seqc.compiler.signature import input_fields
+from seqc.compiler.step_signature import StepSignature
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 from seqc.spec.errors import CheckError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +37,7 @@ def _graph(spec: str, experiment: str, input_name: str, sets: list[str]):
     program = load_program(ROOT / "examples" / spec)
     resolved = resolve(program, experiment, sets, symbols={f"{input_name}.vocab_size": VOCAB})
     task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    return lower_model(decl, resolved.models[task], program.layers)
+    return compile_task(program, resolved, task).graph
 
 
 def _run(graph, params, inputs):
@@ -72,7 +72,7 @@ def test_step_by_step_logits_equal_the_full_forward(
             zip(program.encoder_outputs, _run(program.encoder, params, enc_in), strict=True)
         )
     buffer = 12
-    caches = zeros_like_caches(program, batch, buffer)
+    caches = StepSignature.of(program, input_fields(graph)).zero_caches(batch, buffer)
     for pos in range(length):
         feeds = {name: tgt[:, pos : pos + 1] for name in program.stepping}
         feeds |= {POS: np.asarray(pos, np.int32), **memory, **caches}
@@ -113,7 +113,7 @@ experiment bad {
     )
     program = load_program(tmp_path / "lm.seq")
     resolved = resolve(program, "bad", symbols={"tiny.vocab_size": VOCAB})
-    graph = lower_model(program.layers["Bad"], resolved.models["lm"], program.layers)
+    graph = compile_task(program, resolved, "lm").graph
     with pytest.raises(CheckError) as e:
         incremental(graph, stepping_inputs(graph))
     assert e.value.code == "not-incremental"

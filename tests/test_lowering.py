@@ -34,17 +34,17 @@ from lowering_helpers import (
     softmax,
 )
 
-from seqc.backends.inputs import input_fields
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.ops import Ctx
+from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.backends.jax.train import JaxModel
 from seqc.compiler import cost
+from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import GraphBuilder, TensorType
-from seqc.compiler.lower import LOWERINGS, lower_model
+from seqc.compiler.lower import LOWERINGS
 from seqc.compiler.lower.call import LayerCall
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
 from seqc.data.batch import Batch
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
+from seqc.run.schedule import learning_rate
 from seqc.spec.errors import CheckError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -585,20 +585,24 @@ experiment e {
 """
 
 
-def _lower_spec(tmp_path: Path, text: str, experiment: str = "e", task: str | None = None):
+def _compile_spec(tmp_path: Path, text: str, experiment: str = "e", task: str | None = None):
     spec = tmp_path / "main.seq"
     spec.write_text(text)
     program = load_program(spec)
     resolved = resolve(program, experiment)
-    task = task or resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    return resolved, task, lower_model(decl, resolved.models[task], program.layers)
+    return resolved, compile_task(program, resolved, task or resolved.tasks[0])
+
+
+def _lower_spec(tmp_path: Path, text: str, experiment: str = "e", task: str | None = None):
+    resolved, compiled = _compile_spec(tmp_path, text, experiment, task)
+    return resolved, compiled.name, compiled.graph
 
 
 @pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 def test_tiny_lm_loss_falls(tmp_path: Path) -> None:
-    resolved, task, graph = _lower_spec(tmp_path, LM_SPEC)
-    model = JaxModel(graph, resolved.config[task], resolved.config["train"])
+    resolved, compiled = _compile_spec(tmp_path, LM_SPEC)
+    model = JaxModel(compiled, resolved.config["train"])
+    rate = learning_rate(resolved.config["train"])
     state = model.init(seed=0)
     rng = RNG(30)
     rows, length, period = 8, 12, 5
@@ -611,8 +615,8 @@ def test_tiny_lm_loss_falls(tmp_path: Path) -> None:
     }
     batch = Batch("lm", arrays, bucket=length, num_examples=rows)
     losses = []
-    for _ in range(30):
-        state, metrics = model.train_step(state, batch)
+    for step in range(30):
+        state, metrics = model.train_step(state, batch, rate(step))
         losses.append(float(metrics["loss"]))
     assert all(math.isfinite(v) for v in losses)
     assert losses[-1] < 0.5 * losses[0], losses
@@ -636,8 +640,7 @@ def test_cost_shakespeare_param_count() -> None:
     program = load_program(ROOT / "examples" / "lm" / "shakespeare.seq")
     vocab = 4000
     resolved = resolve(program, "lm.shakespeare.tiny", symbols={"shakespeare.vocab_size": vocab})
-    decl = program.layers[resolved.config["lm"]["model"].kind]
-    graph = lower_model(decl, resolved.models["lm"], program.layers)
+    graph = compile_task(program, resolved, "lm").graph
     report = cost.estimate(graph, {"B": 2, "T": 16})
     assert report.param_count == sum(p.size for p in graph.params.values())
     assert report.param_bytes == 4 * report.param_count
@@ -708,9 +711,10 @@ def test_lowering_errors_point_at_the_call(
 
 
 def test_unknown_forward_input_is_reported_at_its_param(tmp_path: Path) -> None:
-    _, _, graph = _lower_spec(tmp_path, ERR_SPEC.format(inp="words", body="lin(x)"))
+    """Compiling matches forward inputs to batch fields (`compiler.signature`): a name the data
+    does not provide is an error there, at the forward's param."""
     with pytest.raises(CheckError) as err:
-        input_fields(graph)
+        _compile_spec(tmp_path, ERR_SPEC.format(inp="words", body="lin(x)"))
     e = err.value
     assert e.code == "unknown-input"
     assert (e.span.line, e.span.col) == (9, 12)

@@ -26,8 +26,7 @@ from lowering_helpers import (
     run,
 )
 
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.ops import Ctx
+from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.compiler.graph import TensorType
 
 RNG = np.random.default_rng

@@ -23,6 +23,7 @@ from test_tf_parity import EXAMPLES, LAYERS, VOCAB, run_jax
 from seqc.backends.onnx.emit import OnnxExportError, check, to_onnx
 from seqc.backends.onnx.ops import OPS
 from seqc.backends.onnx.runtime import Session, reference_run
+from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import (
     BINARY,
     LOGICAL,
@@ -34,9 +35,8 @@ from seqc.compiler.graph import (
     Init,
     TensorType,
 )
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 
 ROOT = Path(__file__).resolve().parents[1]
 ABS_TOLERANCE = 1e-4
@@ -175,8 +175,7 @@ def example(spec: str) -> tuple[Graph, dict[str, np.ndarray], onnx.ModelProto]:
     program = load_program(ROOT / "examples" / spec_file)
     resolved = resolve(program, experiment, symbols={f"{input_name}.vocab_size": VOCAB})
     task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
+    graph = compile_task(program, resolved, task).graph
     params = params_of(graph)
     metadata = {"experiment": experiment, "task": task}
     return graph, params, check(to_onnx(graph, params, name=experiment, metadata=metadata))

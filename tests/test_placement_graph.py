@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from seqc.compiler.compile import compile_task
 from seqc.compiler.cost import size
 from seqc.compiler.graph import DTYPE_BYTES
-from seqc.compiler.lower import lower_model
 from seqc.compiler.placement.from_graph import GraphProblem, problem_from_graph
 from seqc.compiler.placement.problem import UNLIMITED, Plan
 from seqc.compiler.placement.report import gantt, memory_timeline, plan_json, summary
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,8 +26,7 @@ DIMS = {"B": 8, "T": 32}
 def lm():
     program = load_program(ROOT / "examples" / "lm" / "shakespeare.seq")
     resolved = resolve(program, "lm.shakespeare.quick", symbols={"shakespeare.vocab_size": 2000})
-    decl = program.layers[resolved.config["lm"]["model"].kind]
-    graph = lower_model(decl, resolved.models["lm"], program.layers)
+    graph = compile_task(program, resolved, "lm").graph
     return resolved, graph
 
 

@@ -9,10 +9,10 @@ import pytest
 
 from seqc.backends.jax.ops import OPS as JAX_OPS
 from seqc.backends.tf.ops import OPS as TF_OPS
+from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import PRIMITIVES
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 
 ROOT = Path(__file__).resolve().parents[1]
 # Ops the interpreters handle themselves rather than through the table.
@@ -35,11 +35,10 @@ def test_backends_implement_every_primitive(backend: dict) -> None:
 def test_lowered_examples_use_only_primitives(spec: str, experiment: str) -> None:
     program = load_program(ROOT / "examples" / spec)
     r = resolve(program, experiment)
-    task = r.tasks[0]
-    graph = lower_model(
-        program.layers[r.config[task]["model"].kind], r.models[task], program.layers
-    )
+    compiled = compile_task(program, r, r.tasks[0])
+    graph = compiled.graph
     kinds = {op.kind for op in graph.ops}
+    kinds |= {op.kind for op in compiled.eval_criterion.ops}
     for body in graph.subgraphs.values():
         kinds |= {op.kind for op in body.ops}
     assert kinds <= PRIMITIVES, kinds - PRIMITIVES

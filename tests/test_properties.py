@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from seqc.compiler.check import check_program
-from seqc.compiler.program import load_program
+from seqc.resolve.program import load_program
 from seqc.spec.errors import SeqcError
 from seqc.spec.ir import without_spans
 from seqc.spec.parser import _comments, parse_text

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from seqc.compiler.check import check_program
-from seqc.compiler.program import load_program
+from seqc.resolve.program import load_program
 from seqc.spec.parser import parse_text
 from seqc.spec.printer import format_spec
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
-from seqc.compiler.values import CallValue, Symbol
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
+from seqc.resolve.values import CallValue, Symbol
 from seqc.spec.errors import SeqcError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,11 +14,12 @@ from test_tf_decode import lm as lm
 from test_tf_decode import mt as mt
 from test_tf_decode import spec as spec
 
-from seqc.backends.inputs import input_fields
 from seqc.backends.jax.step import JaxStepFunctions
 from seqc.compiler.incremental import incremental, stepping_inputs
+from seqc.compiler.signature import input_fields
+from seqc.compiler.step_signature import StepSignature
 from seqc.run.decode import Decoder
-from seqc.run.stepdecode import StepDecoder, StepSignature
+from seqc.run.stepdecode import StepDecoder
 
 
 @pytest.fixture(scope="module", params=["lm", "mt"])
@@ -30,7 +31,7 @@ def pair(request: pytest.FixtureRequest) -> tuple[Setup, Decoder, StepDecoder]:
     sig = StepSignature.of(program, input_fields(m.graph))
     return (
         setup,
-        Decoder(m, m.params, setup.task, BOS, EOS, PAD),
+        Decoder(m, m.params, BOS, EOS, PAD),
         StepDecoder(fns, sig, BOS, EOS, PAD),
     )
 
@@ -61,3 +62,27 @@ def test_sampling_over_the_step_graph_matches_the_reference(pair) -> None:
     for prompt, src in cases(setup)[:3]:
         want = ref.generate(sample, prompt, src, seed=7)
         assert dec.generate(sample, prompt, src, seed=7) == want
+
+
+def test_step_functions_agree_across_backends(pair) -> None:
+    """Every backend's `step_functions` (the contract's) compute the same step: TF's against
+    JAX's, teacher-forced over a batch of the setup's inputs."""
+    import numpy as np
+
+    from seqc.backends.registry import backend
+    from seqc.run.stepdecode import teacher_forced
+
+    setup, _, dec = pair
+    m = setup.model
+    program = incremental(m.graph, stepping_inputs(m.graph))
+    params = m.numpy_params()
+    tokens = np.asarray([[BOS, 12, 13, 14, 15, 16], [BOS, 30, 31, PAD, PAD, PAD]], np.int32)
+    arrays = {"inputs": tokens, "tgt_in": tokens}
+    src = np.asarray([[7, 8, 9, EOS], [21, EOS, PAD, PAD]], np.int32)
+    arrays |= {"src": src, "src_mask": src != PAD}
+    logits = [
+        teacher_forced(backend(name).step_functions(program, params), dec.sig, arrays)
+        for name in ("jax", "tf")
+    ]
+    assert logits[0].shape == (2, 6, logits[0].shape[-1])
+    np.testing.assert_allclose(logits[1], logits[0], atol=2e-5, rtol=1e-5)

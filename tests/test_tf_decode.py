@@ -25,11 +25,12 @@ import pytest
 
 from seqc.backends.tf.decode import TfDecoder
 from seqc.backends.tf.train import TfModel
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
-from seqc.compiler.values import CallValue
+from seqc.compiler.compile import compile_task
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
+from seqc.resolve.values import CallValue
 from seqc.run.decode import Decoder
+from seqc.run.schedule import learning_rate
 from seqc.spec.kinds import REGISTRY
 
 VOCAB = 50
@@ -176,14 +177,12 @@ def trained(
     resolved = resolve(
         program, experiment, symbols={"lines.vocab_size": VOCAB, "pairs.vocab_size": VOCAB}
     )
-    task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
-    model = TfModel(graph, resolved.config[task], dict(resolved.config["train"]))
+    train = dict(resolved.config["train"])
+    model = TfModel(compile_task(program, resolved, resolved.tasks[0]), train)
     model.init(seed)
-    rng = np.random.default_rng(seed)
-    for _ in range(STEPS):
-        model.train_step(model.state, make_batch(rng))
+    rng, rate = np.random.default_rng(seed), learning_rate(train)
+    for step in range(STEPS):
+        model.train_step(model.state, make_batch(rng), rate(step))
     return model
 
 
@@ -226,8 +225,8 @@ def decoders(setup: Setup) -> tuple[Decoder, TfDecoder]:
     """The reference and the in-graph decoder on the same model; shared so traces are reused."""
     m = setup.model
     return (
-        Decoder(m, m.params, setup.task, BOS, EOS, PAD),
-        TfDecoder(m, m.params, setup.task, BOS, EOS, PAD),
+        Decoder(m, m.params, BOS, EOS, PAD),
+        TfDecoder(m, m.params, BOS, EOS, PAD),
     )
 
 
@@ -252,8 +251,8 @@ def test_greedy_matches_reference(setup: Setup, decoders: tuple[Decoder, TfDecod
 def test_lm_runs_past_eos_without_stop_at_eos(lm: Setup) -> None:
     """A multi-line sample: EOS is kept and decoding goes on, as in the reference."""
     m = lm.model
-    ref = Decoder(m, m.params, "lm", BOS, EOS, PAD)
-    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    ref = Decoder(m, m.params, BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=20)
     outs = [dec.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
     assert outs == [ref.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
@@ -285,7 +284,7 @@ def test_beam_matches_reference(
 
 def test_sampling_is_reproducible_per_seed(lm: Setup) -> None:
     m = lm.model
-    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     sample = strategy("sample", temperature=1.5, max_length=12)
     prompt = lm.prompts[1]
     first = [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
@@ -322,7 +321,7 @@ def test_sampled_tokens_lie_in_the_kept_set(lm: Setup, args: dict[str, float]) -
     """Replayed with the model, every sampled token is among the 3 most likely (top-k) or in the
     smallest set of most likely tokens whose mass reaches 0.6 at temperature 2 (top-p)."""
     m = lm.model
-    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     temperature = 2.0
     sample = strategy("sample", max_length=10, temperature=temperature, **args)
     for seed in range(4):
@@ -348,7 +347,7 @@ def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
     """Prompts, sources, seeds and sampling knobs are tensors: a new trace only for a new strategy
     kind, buffer length (BOS + prompt + max_length rounded up to 16) or beam width."""
     m = lm.model
-    dec = TfDecoder(m, m.params, "lm", BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=12)
     for prompt in ([], [5], [5, 6, 7]):  # buffers of 16
         dec.generate(greedy, prompt)
@@ -366,7 +365,7 @@ def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
     assert dec.trace_count == 4
 
     mm = mt.model
-    dec = TfDecoder(mm, mm.params, "seq2seq", BOS, EOS, PAD)
+    dec = TfDecoder(mm, mm.params, BOS, EOS, PAD)
     for src in mt.sources:  # sources of 3 to 16 tokens
         dec.generate(greedy, [], src)
     assert dec.trace_count == 1
@@ -374,10 +373,8 @@ def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
 
 def test_errors_name_the_problem(mt: Setup) -> None:
     m = mt.model
-    dec = TfDecoder(m, m.params, "seq2seq", BOS, EOS, PAD)
+    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     with pytest.raises(ValueError, match="needs `src`"):
         dec.generate(strategy("greedy"), [])
     with pytest.raises(ValueError, match="expected one of greedy, sample, beam"):
         dec.generate(CallValue(kind="nucleus", namespace="decode", args={"max_length": 4}), [], [5])
-    with pytest.raises(ValueError, match="expected `lm` or `seq2seq`"):
-        TfDecoder(m, m.params, "classify", BOS, EOS, PAD)

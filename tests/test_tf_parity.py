@@ -21,15 +21,16 @@ import pytest
 import tensorflow as tf
 from lowering_helpers import build, f32, layer_args, params_of
 
-from seqc.backends.jax.interpret import run_graph as jax_run_graph
 from seqc.backends.jax.ops import Ctx as JaxCtx
-from seqc.backends.tf.interpret import run_graph as tf_run_graph
+from seqc.backends.jax.ops import run_graph as jax_run_graph
 from seqc.backends.tf.ops import Ctx as TfCtx
+from seqc.backends.tf.ops import run_graph as tf_run_graph
+from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import Graph, GraphBuilder, TensorType
-from seqc.compiler.lower import LOWERINGS, lower_model
+from seqc.compiler.lower import LOWERINGS
 from seqc.compiler.lower.call import LayerCall
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE = 1e-5
@@ -204,8 +205,7 @@ def test_example_model_parity(spec: str, experiment: str, input_name: str) -> No
     program = load_program(ROOT / "examples" / spec)
     resolved = resolve(program, experiment, symbols={f"{input_name}.vocab_size": VOCAB})
     task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
+    graph = compile_task(program, resolved, task).graph
     error = parity_error(graph, params_of(graph), make_inputs(graph, seed=1))
     assert error <= TOLERANCE, f"{experiment}: {error:.2e}"
 

@@ -25,38 +25,35 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 sys.path.insert(0, sys.argv[1])
 import numpy as np
-from lowering_helpers import params_of
+from lowering_helpers import compile_spec, params_of
 from test_tf_train_parity import SPEC, VOCAB, batches
-from seqc.backends.tf.placed import by_layer, devices_used
-from seqc.backends.tf.train import TfModel
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
+from seqc.backends.tf.backend import BACKEND
+from seqc.compiler.placement.plan import by_layer, devices_used, op_devices
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
+from seqc.run.schedule import learning_rate
+from seqc.spec.errors import DeviceError
 
 spec = Path(tempfile.mkdtemp()) / "lm.seq"
 spec.write_text(SPEC.format())
-program = load_program(spec)
-resolved = resolve(program, "tiny", symbols={"tiny.vocab_size": VOCAB})
-task = resolved.tasks[0]
-graph = lower_model(
-    program.layers[resolved.config[task]["model"].kind], resolved.models[task], program.layers
-)
-by_layer_plan = by_layer(
-    graph, {"blocks": "/device:CPU:1", "out": "/device:CPU:1"}, "/device:CPU:0"
-)
+compiled = compile_spec(spec, "tiny", symbols={"tiny.vocab_size": VOCAB})
+graph = compiled.graph
+resolved = resolve(load_program(spec), "tiny", symbols={"tiny.vocab_size": VOCAB})
+by_layer_plan = by_layer(graph, {"blocks": 1, "out": 1}, 0)
 params = params_of(graph)
 cfg = dict(resolved.config["train"])
+rate = learning_rate(cfg)
 losses = {}
 devices = {}
 for name, placement in (("single", None), ("placed", by_layer_plan)):
-    model = TfModel(graph, resolved.config[task], cfg, placement=placement)
+    model = BACKEND.model(compiled, cfg, placement=placement)
     model.init_from(params)
     curve = []
-    for batch in batches(5):
-        _, metrics = model.train_step(model.state, batch)
+    for step, batch in enumerate(batches(5)):
+        _, metrics = model.train_step(model.state, batch, rate(step))
         curve.append(float(metrics["loss"]))
     losses[name] = curve
-    fn = model._train_step.get_concrete_function(model._arrays(batch), "lm")
+    fn = model._train_step.get_concrete_function(model._arrays(batch), tf.constant(0.1))
     found = {}
     for op in fn.graph.get_operations():
         if op.device:
@@ -65,7 +62,6 @@ for name, placement in (("single", None), ("placed", by_layer_plan)):
     devices[name] = found
 # A plan from the placement pass (m-ETF, unfused, two devices of a memory that forces a
 # split) applied with tf.device: the same losses again.
-from seqc.backends.tf.placed import from_plan
 from seqc.compiler.placement.algorithms import m_etf
 from seqc.compiler.placement.checker import check
 from seqc.compiler.placement.from_graph import problem_from_graph
@@ -80,16 +76,18 @@ problem = problem_from_graph(
 )
 plan = m_etf(problem)
 check(problem, plan)
-model = TfModel(graph, resolved.config[task], cfg, placement=from_plan(problem, plan))
+model = BACKEND.model(compiled, cfg, placement=op_devices(problem, plan))
 model.init_from(params)
-losses["planned"] = [float(model.train_step(model.state, b)[1]["loss"]) for b in batches(5)]
+losses["planned"] = [
+    float(model.train_step(model.state, b, rate(s))[1]["loss"]) for s, b in enumerate(batches(5))
+]
 planned_devices = sorted(set(plan.device))
 try:
-    TfModel(graph, resolved.config[task], cfg, placement={0: "/device:CPU:7"}).init(0)
+    BACKEND.model(compiled, cfg, placement={0: 7}).init(0)
     bad = "no error"
-except ValueError as e:
+except DeviceError as e:
     bad = str(e)
-print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(graph, by_layer_plan),
+print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(by_layer_plan),
                   "bad": bad, "planned_devices": planned_devices}))
 """
 
@@ -107,7 +105,7 @@ def test_placed_program_trains_with_the_same_loss_on_two_cpus() -> None:
     assert len(single) == 5
     for a, b in zip(single, placed, strict=True):
         assert abs(a - b) <= 1e-6 * abs(a), (single, placed)
-    assert out["plan"]["/device:CPU:1"] > 20 and out["plan"]["/device:CPU:0"] > 5
+    assert out["plan"]["1"] > 20 and out["plan"]["0"] > 5
     assert out["devices"]["placed"].get("CPU:1", 0) > 20  # pinned in the traced graph
     assert out["devices"]["placed"].get("CPU:0", 0) > 5
     assert "CPU:1" not in out["devices"]["single"]

@@ -2,10 +2,11 @@
 
 Why: `seqc.backends.tf.optim` writes optax's update equations out in TF (not Keras' optimizers,
 whose epsilon and bias correction differ), and `seqc.backends.tf.train` clips and steps as
-`JaxModel` does; the forward pass is already checked in `test_tf_parity.py`. Here each of the
-first three steps of each optimizer, with clipping active and a schedule, lands on the same
-params as JAX; every schedule gives optax's values; Adafactor's factored moments agree on their
-own; and 50 steps of a tiny LM follow the same loss curve.
+`JaxModel` does; the forward pass is already checked in `test_tf_parity.py`. Here every host
+schedule (`seqc.run.schedule`) gives optax's values; the JAX update rule with the host's rate is
+optax's own optimizer; each of the first three steps of each optimizer, with clipping active and
+a schedule, lands on the same params on both backends; Adafactor's factored moments agree on
+their own; and 50 steps of a tiny LM follow the same loss curve.
 
 Errors are normwise: max|tf - jax| / max|jax| per param, the worst over params.
 
@@ -21,22 +22,18 @@ from typing import Any
 
 import jax
 import numpy as np
+import optax
 import pytest
 import tensorflow as tf
-from lowering_helpers import params_of
+from lowering_helpers import compile_spec, params_of
 
-from seqc.backends.jax.optim import optimizer as jax_optimizer
-from seqc.backends.jax.optim import schedule as jax_schedule
+from seqc.backends.jax.optim import direction
 from seqc.backends.jax.train import JaxModel
-from seqc.backends.tf.optim import lr_at
 from seqc.backends.tf.optim import optimizer as tf_optimizer
-from seqc.backends.tf.optim import schedule as tf_schedule
 from seqc.backends.tf.train import TfModel
-from seqc.compiler.graph import Graph
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import load_program
-from seqc.compiler.resolve import resolve
-from seqc.compiler.values import CallValue
+from seqc.compiler.compile import CompiledTask
+from seqc.resolve.values import CallValue
+from seqc.run.schedule import learning_rate, schedule
 from seqc.spec.kinds import REGISTRY
 
 VOCAB = 20
@@ -97,16 +94,16 @@ def call(namespace: str, kind: str, **args: Any) -> CallValue:
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Graph, dict, dict]:
-    """The tiny LM's graph, task and train configs."""
+def lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompiledTask, dict]:
+    """The tiny LM, compiled, and its train config."""
     spec = tmp_path_factory.mktemp("spec") / "lm.seq"
     spec.write_text(SPEC.format())
-    program = load_program(spec)
-    resolved = resolve(program, "tiny", symbols={"tiny.vocab_size": VOCAB})
-    task = resolved.tasks[0]
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
-    return graph, resolved.config[task], dict(resolved.config["train"])
+    compiled = compile_spec(spec, "tiny", symbols={"tiny.vocab_size": VOCAB})
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+
+    train = resolve(load_program(spec), "tiny", symbols={"tiny.vocab_size": VOCAB}).config["train"]
+    return compiled, dict(train)
 
 
 def batches(n: int, seed: int = 0) -> list[Batch]:
@@ -123,16 +120,14 @@ def batches(n: int, seed: int = 0) -> list[Batch]:
     return out
 
 
-def models(graph: Graph, task: dict, train: dict) -> tuple[JaxModel, dict, TfModel]:
+def models(compiled: CompiledTask, train: dict) -> tuple[JaxModel, dict, TfModel]:
     """Both models from the same params: `params_of` puts noise on the zero- and one-initialised
     ones, so that no param starts at zero (after a first Adam step such a param would be its
     own update, lr * g / (|g| + eps), which roundoff in a g near eps moves relatively much)."""
-    params = params_of(graph)
-    jm = JaxModel(graph, task, train)
-    state = jm.init(0)
-    state["params"] = {k: jax.numpy.asarray(v) for k, v in params.items()}
-    state["opt_state"] = jm.tx.init(state["params"])
-    tm = TfModel(graph, task, train)
+    params = params_of(compiled.graph)
+    jm = JaxModel(compiled, train)
+    state = jm.with_params(params)
+    tm = TfModel(compiled, train)
     tm.init_from(params)
     return jm, state, tm
 
@@ -164,19 +159,56 @@ SCHEDULES = {
 }
 
 
+def optax_schedule(lr: Any, total: int) -> Any:
+    """The reference: optax's own schedule functions for each kind, as the catalogue documents
+    them (warmup_rsqrt, which optax lacks, from its formula)."""
+    if not isinstance(lr, CallValue):
+        return optax.constant_schedule(float(lr))
+    a = lr.args
+    if lr.kind == "constant":
+        return optax.constant_schedule(a["value"])
+    if lr.kind == "warmup_rsqrt":
+        peak, warmup = a["peak"], max(a["warmup"], 1)
+        return lambda c: peak * np.minimum((c + 1) / warmup, np.sqrt(warmup / (c + 1)))
+    if lr.kind == "linear_warmup":
+        return optax.linear_schedule(0.0, a["peak"], max(a["warmup"], 1))
+    warmup = a.get("warmup", 0)
+    decay = a.get("decay_steps") or max(total - warmup, 1)
+    if lr.kind == "cosine":
+        init = 0.0 if warmup else a["peak"]
+        return optax.warmup_cosine_decay_schedule(
+            init, a["peak"], warmup, warmup + decay, a["final"]
+        )
+    if lr.kind == "linear_decay":
+        tail = optax.linear_schedule(a["peak"], a["final"], decay)
+        if not warmup:
+            return tail
+        return optax.join_schedules([optax.linear_schedule(0.0, a["peak"], warmup), tail], [warmup])
+    if lr.kind == "exponential":
+        return optax.exponential_decay(
+            a["initial"], a["every"], a["rate"], staircase=a["staircase"]
+        )
+    values, bounds = a["values"], a["boundaries"]
+    scales = {b: values[i + 1] / values[i] for i, b in enumerate(bounds)}
+    return optax.piecewise_constant_schedule(values[0], scales)
+
+
 @pytest.mark.parametrize("case", sorted(SCHEDULES))
 def test_schedule_values_match_optax(case: str) -> None:
     lr, total = SCHEDULES[case], 12
-    want_fn, got_fn = jax_schedule(lr, total), tf_schedule(lr, total)
-    assert callable(want_fn) == callable(got_fn)
+    want_fn, got_fn = optax_schedule(lr, total), schedule(lr, total)
+    at = learning_rate({"optimizer": call("optimizer", "sgd", lr=lr), "steps": total})
     for step in range(total + 3):
-        want = (
-            float(want_fn(jax.numpy.asarray(step, jax.numpy.int32)))
-            if callable(want_fn)
-            else want_fn
-        )
-        got = lr_at({"optimizer": call("optimizer", "sgd", lr=lr), "steps": total}, step)
-        assert abs(got - want) <= 1e-6 * max(abs(want), 1e-8), (step, got, want)
+        want = float(want_fn(jax.numpy.asarray(step, jax.numpy.int32)))
+        assert abs(got_fn(step) - want) <= 1e-6 * max(abs(want), 1e-8), (step, got_fn(step), want)
+        assert at(step) == got_fn(step)
+
+
+def test_accumulation_counts_updates_not_steps() -> None:
+    lr = SCHEDULES["linear_warmup"]
+    train = {"optimizer": call("optimizer", "sgd", lr=lr), "steps": 20, "accumulate": 4}
+    at, per_update = learning_rate(train), schedule(lr, 20)
+    assert [at(s) for s in range(8)] == [per_update(0)] * 4 + [per_update(1)] * 4
 
 
 # ---------------------------------------------------------------------------- one step each
@@ -206,12 +238,13 @@ OPTIMIZERS = {
 def test_optimizer_steps_match_jax(lm: tuple, case: str) -> None:
     """Three steps (so moments and schedule counts are past their first values), each compared:
     the gradient norm is above `clip_norm`, so clipping is active."""
-    graph, task, train = lm
+    compiled, train = lm
     train = train | {"optimizer": OPTIMIZERS[case], "steps": 10, "clip_norm": 0.5}
-    jm, state, tm = models(graph, task, train)
-    for batch in batches(3, seed=1):
-        state, jmet = jm.train_step(state, batch)
-        _, tmet = tm.train_step(tm.state, batch)
+    jm, state, tm = models(compiled, train)
+    rate = learning_rate(train)
+    for step, batch in enumerate(batches(3, seed=1)):
+        state, jmet = jm.train_step(state, batch, rate(step))
+        _, tmet = tm.train_step(tm.state, batch, rate(step))
         assert float(jmet["grad_norm"]) > 0.5
         np.testing.assert_allclose(float(tmet["grad_norm"]), float(jmet["grad_norm"]), rtol=1e-5)
         error = param_error(state["params"], tm.numpy_params())
@@ -219,30 +252,96 @@ def test_optimizer_steps_match_jax(lm: tuple, case: str) -> None:
     assert int(tm.step.numpy()) == int(state["step"]) == 3
 
 
+def optax_optimizer(opt: CallValue, total: int) -> optax.GradientTransformation:
+    """The reference: optax's own optimizer of each kind, with optax's schedule."""
+    a, lr = opt.args, optax_schedule(opt.args["lr"], total)
+    if opt.kind == "adam":
+        parts = [optax.add_decayed_weights(a["weight_decay"])] if a["weight_decay"] else []
+        return optax.chain(*parts, optax.adam(lr, a["beta1"], a["beta2"], a["eps"]))
+    if opt.kind == "adamw":
+        return optax.adamw(lr, a["beta1"], a["beta2"], a["eps"], weight_decay=a["weight_decay"])
+    if opt.kind == "sgd":
+        parts = [optax.add_decayed_weights(a["weight_decay"])] if a["weight_decay"] else []
+        momentum = a["momentum"] or None
+        return optax.chain(*parts, optax.sgd(lr, momentum=momentum, nesterov=a["nesterov"]))
+    if opt.kind == "adagrad":
+        return optax.adagrad(lr, initial_accumulator_value=a["initial_accumulator"], eps=a["eps"])
+    return optax.adafactor(
+        lr,
+        decay_rate=a["decay_rate"],
+        clipping_threshold=a["clip_threshold"],
+        factored=bool(a["factored"]),
+    )
+
+
+ADAFACTOR_SHAPES = {
+    "w": (130, 128),
+    "w2": (128, 200),
+    "cube": (2, 128, 129),
+    "b": (128,),
+    "s": (3, 4),
+}
+
+
+@pytest.mark.parametrize(
+    "case", [*sorted(OPTIMIZERS), "adafactor-factored-cosine", "adafactor-unfactored-cosine"]
+)
+def test_update_rule_with_host_rate_is_optax(case: str) -> None:
+    """`direction` and the host's rate, applied as the JAX step does, against optax's own
+    optimizer with optax's schedule: five updates of random gradients (Adafactor's cases on
+    shapes that factor both ways round, and that do not)."""
+    if case.startswith("adafactor-") and case.endswith("-cosine"):
+        factored = "unfactored" not in case
+        opt = call("optimizer", "adafactor", lr=SCHEDULES["cosine"], factored=factored)
+    else:
+        opt = OPTIMIZERS[case]
+    train = {"optimizer": opt, "steps": 12}
+    rng = np.random.default_rng(0)
+    params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in ADAFACTOR_SHAPES.items()}
+    ref, ref_state = optax_optimizer(opt, 12), None
+    ours, rate = direction(train), learning_rate(train)
+    want = {k: jax.numpy.asarray(v) for k, v in params.items()}
+    got = dict(want)
+    ref_state, state = ref.init(want), ours.init(got)
+    for step in range(5):
+        grads = {
+            k: jax.numpy.asarray(rng.normal(0.0, 1e-2, s).astype(np.float32))
+            for k, s in ADAFACTOR_SHAPES.items()
+        }
+        updates, ref_state = ref.update(grads, ref_state, want)
+        want = {k: want[k] + updates[k] for k in want}
+        d, state = ours.update(grads, state, got)
+        got = {k: got[k] + jax.numpy.asarray(-rate(step), np.float32) * d[k] for k in got}
+        error = param_error(want, got)
+        assert error <= 1e-6, f"{case} step {step}: {error:.2e}"
+
+
 @pytest.mark.parametrize("factored", [True, False])
 def test_adafactor_matches_optax_on_factored_shapes(factored: bool) -> None:
     """The tiny LM has no dim of 128, so Adafactor's factored moments are checked on the
     optimizer alone: params of shapes that factor (both ways round) and that do not, fed the
-    same random gradients for three updates."""
+    same random gradients for three updates, on TF and in optax."""
     opt = call("optimizer", "adafactor", lr=SCHEDULES["cosine"], factored=factored)
     train = {"optimizer": opt, "steps": 12}
-    shapes = {"w": (130, 128), "w2": (128, 200), "cube": (2, 128, 129), "b": (128,), "s": (3, 4)}
     rng = np.random.default_rng(0)
-    params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in shapes.items()}
-    tx = jax_optimizer(train, clip=False)
+    params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in ADAFACTOR_SHAPES.items()}
+    tx, rate = optax_optimizer(opt, 12), learning_rate(train)
     jax_params = {k: jax.numpy.asarray(v) for k, v in params.items()}
     state = tx.init(jax_params)
     tf_params = {k: tf.Variable(v) for k, v in params.items()}
     tf_opt = tf_optimizer(train)
     tf_opt.build(tf_params)
     assert set(tf_opt.slots["v_row"]) == ({"w", "w2", "cube"} if factored else set())
-    for _ in range(3):
-        grads = {k: rng.normal(0.0, 1e-2, s).astype(np.float32) for k, s in shapes.items()}
+    for step in range(3):
+        grads = {
+            k: rng.normal(0.0, 1e-2, s).astype(np.float32) for k, s in ADAFACTOR_SHAPES.items()
+        }
         updates, state = tx.update(
             {k: jax.numpy.asarray(g) for k, g in grads.items()}, state, jax_params
         )
-        jax_params = {k: jax_params[k] + updates[k] for k in shapes}
-        tf_opt.apply({k: tf.constant(g) for k, g in grads.items()}, tf_params)
+        jax_params = {k: jax_params[k] + updates[k] for k in ADAFACTOR_SHAPES}
+        lr = tf.constant(rate(step), tf.float32)
+        tf_opt.apply({k: tf.constant(g) for k, g in grads.items()}, tf_params, lr)
         error = param_error(jax_params, {k: v.numpy() for k, v in tf_params.items()})
         assert error <= 1e-5, f"{error:.2e}"
 
@@ -251,17 +350,18 @@ def test_adafactor_matches_optax_on_factored_shapes(factored: bool) -> None:
 
 
 def test_loss_curves_match_over_50_steps(lm: tuple) -> None:
-    graph, task, train = lm
+    compiled, train = lm
     opt = call("optimizer", "adam", lr=call("schedule", "warmup_rsqrt", peak=1e-2, warmup=10))
     train = train | {"optimizer": opt, "steps": 50, "clip_norm": 0.5}
-    jm, state, tm = models(graph, task, train)
+    jm, state, tm = models(compiled, train)
+    rate = learning_rate(train)
     data = batches(5, seed=2)
     jax_curve, tf_curve = [], []
     for step in range(50):
         batch = data[step % len(data)]
-        state, jmet = jm.train_step(state, batch)
+        state, jmet = jm.train_step(state, batch, rate(step))
         jax_curve.append(float(jmet["loss"]))
-        tf_curve.append(float(tm.train_step(tm.state, batch)[1]["loss"]))
+        tf_curve.append(float(tm.train_step(tm.state, batch, rate(step))[1]["loss"]))
     np.testing.assert_allclose(tf_curve, jax_curve, rtol=1e-2)
     assert np.mean(jax_curve[-5:]) < 0.7 * np.mean(jax_curve[:5])  # it learns
     for batch in data[:2]:

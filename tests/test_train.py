@@ -4,6 +4,7 @@ commands work, and broken inputs give clear errors."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -80,7 +81,9 @@ def test_loss_falls_and_resume_is_exact(lm: Path, tmp_path: Path) -> None:
     straight = train(open_session(lm, "tiny", cache_dir=cache), tmp_path / "a", progress=False)
     losses = [h["loss"] for h in straight.history]
     assert len(losses) == 20
-    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:3])  # it learns
+    # it learns: 20 steps of these words fall from about ln(vocab) to a plateau near 2.0 at any
+    # seed (some seeds go on below 1.8; a margin tuned to one seed would test the seed)
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3])
 
     half = open_session(lm, "tiny", ["train.steps=10"], cache_dir=cache)
     train(half, tmp_path / "b", progress=False)
@@ -101,15 +104,59 @@ def test_run_directory_holds_what_ran(lm: Path, tmp_path: Path) -> None:
     session = open_session(lm, "tiny", ["train.steps=2"], cache_dir=tmp_path / "cache")
     train(session, tmp_path / "run", progress=False)
     run = tmp_path / "run"
-    assert (run / "spec" / "lm.seq").read_text() == lm.read_text()
-    assert (run / "spec" / "transformer.seq").exists()  # imports are frozen too
+    info = json.loads((run / "run.json").read_text())
+    assert (run / info["spec"]).read_text() == lm.read_text()
+    frozen = {p.name for p in (run / "spec").rglob("*.seq")}
+    assert frozen == {"lm.seq", "transformer.seq"}  # imports are frozen too
     resolved = json.loads((run / "resolved.json").read_text())
     assert resolved["config"]["train"]["steps"] == 2
     assert resolved["provenance"]["train.steps"] == "--set train.steps=2"
-    info = json.loads((run / "run.json").read_text())
     assert info["seed"] == 1 and "jax" in info["versions"]
     assert any((run / "events").iterdir())  # TensorBoard events
     assert (run / "checkpoints" / "2").is_dir()
+
+
+def test_a_run_directory_reruns_from_its_frozen_spec(tmp_path: Path) -> None:
+    """A spec that imports `../common/...` and reads data next to itself: the run directory
+    keeps the import tree, so `seqc check` and `seqc train --resume` run from `RUN/spec/`, from
+    another working directory, and find the data next to the original spec."""
+    project = tmp_path / "project"
+    (project / "common").mkdir(parents=True)
+    (project / "lm").mkdir()
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    (project / "common" / "transformer.seq").write_text(common.read_text())
+    _corpus(project / "lm")
+    spec = project / "lm" / "lm.seq"
+    spec.write_text(LM_SPEC.format(common="../common/transformer.seq"))
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    runner = CliRunner()
+    args = ["-e", "tiny", "--run-dir", str(run), "--cache-dir", str(cache), "--no-progress"]
+    first = runner.invoke(app, ["train", str(spec), *args, "--set", "train.steps=4"])
+    assert first.exit_code == 0, first.output
+    info = json.loads((run / "run.json").read_text())
+    assert info["spec"] == "spec/lm/lm.seq"
+    assert (run / "spec" / "common" / "transformer.seq").read_text() == common.read_text()
+    frozen = run / info["spec"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cwd = Path.cwd()
+    try:
+        os.chdir(elsewhere)
+        check = runner.invoke(app, ["check", str(frozen)])
+        assert check.exit_code == 0, check.output
+        again = runner.invoke(
+            app, ["train", str(frozen), *args, "--resume", "--set", "train.steps=6"]
+        )
+    finally:
+        os.chdir(cwd)
+    assert again.exit_code == 0, again.output
+    assert "resumed from step 4" in again.output
+    steps = [
+        json.loads(line)["step"]
+        for line in (run / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["split"] == "train"
+    ]
+    assert steps == [1, 2, 3, 4, 5, 6]
 
 
 def test_commands_train_eval_decode(lm: Path, tmp_path: Path) -> None:

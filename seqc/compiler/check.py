@@ -6,9 +6,9 @@ layer someone will, and its error belongs to the line that wrote it, today.
 
 from __future__ import annotations
 
-from seqc.compiler.layers import check_layers
-from seqc.compiler.program import Program
-from seqc.compiler.resolve import ResolvedExperiment, Resolver, resolve
+from seqc.resolve.experiment import ResolvedExperiment, Resolver, resolve
+from seqc.resolve.layers import check_layers
+from seqc.resolve.program import Program
 from seqc.spec.parser import gc_paused
 
 

@@ -252,7 +252,24 @@ class GraphBuilder:
         attrs = {"eps": eps, "rms": rms, "scale": scale is not None, "bias": bias is not None}
         return self._add("layer_norm", inputs, attrs, self.type(x))
 
+    def argmax(self, x: int) -> int:
+        """The index of the largest value along the last axis, int32 (first of equals)."""
+        t = self.type(x)
+        return self._add("argmax", (x,), {}, TensorType("int32", t.shape[:-1]))
+
     # ------------------------------------------------------------------ indexing and layout
+    def take_along(self, x: int, ids: int) -> int:
+        """x[..., ids[...]]: for each position the entry of the last axis that `ids` names (a
+        label's log-probability), without a one-hot product over the vocabulary."""
+        tx, ti = self.type(x), self.type(ids)
+        if not ti.dtype.startswith("int") or tuple(tx.shape[:-1]) != tuple(ti.shape):
+            raise self.error(
+                "labels must be integers shaped like the scores without their last axis",
+                expected=f"int32{_shape_text(tx.shape[:-1])}",
+                found=str(ti),
+            )
+        return self._add("take_along", (x, ids), {}, TensorType(tx.dtype, ti.shape))
+
     def gather(self, table: int, ids: int) -> int:
         tt, ti = self.type(table), self.type(ids)
         if not ti.dtype.startswith("int"):
@@ -384,6 +401,8 @@ PRIMITIVES = (
         "transpose",
         "concat",
         "slice",
+        "take_along",
+        "argmax",
         "iota",
         "causal_mask",
         "dropout",

@@ -8,26 +8,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from seqc.compiler.compile import compile_task
 from seqc.compiler.cost import estimate
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import Program
-from seqc.compiler.resolve import ResolvedExperiment
-from seqc.compiler.values import Symbol
-from seqc.spec.errors import UsageError
+from seqc.resolve.experiment import ResolvedExperiment
+from seqc.resolve.program import Program
 
 
 def print_graph_report(
     console: Console, program: Program, r: ResolvedExperiment, task: str
 ) -> None:
     model = r.config[task]["model"]
-    for name, value in model.args.items():
-        if isinstance(value, Symbol):
-            raise UsageError(
-                f"`{task}.model.{name}` is {value}, known only once the data is read",
-                code="data-dependent",
-                hint=f"give it for the report: --set {task}.model.{name}=N",
-            )
-    graph = lower_model(program.layers[model.kind], r.models[task], program.layers)
+    graph = compile_task(program, r, task).graph
     buckets = r.config[task]["input"].get("buckets") or {}
     length = max(buckets) if buckets else int(r.config[task]["input"]["max_length"])
     dims = {"B": 1, "T": length, "S": length}

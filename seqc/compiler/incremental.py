@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from seqc.compiler.graph import COMPARE, LOGICAL, UNARY, Graph, Op, Shape, TensorType
+from seqc.compiler.signature import input_fields
 from seqc.spec.errors import CheckError
 
 HISTORY = "L"
@@ -37,7 +37,7 @@ POS = "pos"
 """The step graph's int32 scalar input: the position being decoded (0 for the first token)."""
 
 STEPPING_FIELDS = ("inputs", "tgt_in", "tgt_mask", "mask")
-"""Batch fields (see `seqc.backends.inputs`) that grow by one token per decoding step."""
+"""Batch fields (see `seqc.compiler.signature`) that grow by one token per decoding step."""
 
 POINTWISE = UNARY | {"cast", "dropout"}
 """Ops that act on each element alone: a position's output depends on that position only."""
@@ -543,23 +543,5 @@ def incremental(graph: Graph, stepping: list[str]) -> StepProgram:
 
 def stepping_inputs(graph: Graph) -> list[str]:
     """The forward inputs fed by fields that grow while decoding (`ids`, `tgt`, ...)."""
-    from seqc.backends.inputs import input_fields
-
     fields = input_fields(graph)
     return [name for name, f in fields.items() if f in STEPPING_FIELDS]
-
-
-def zeros_like_caches(program: StepProgram, batch: int, length: int) -> dict[str, Any]:
-    """Initial caches for a batch and a buffer length, as numpy zeros."""
-    import numpy as np
-
-    out = {}
-    for c in program.caches:
-        shape = [
-            batch if d == program.batch_symbol else length if d == HISTORY else d
-            for d in c.type.shape
-        ]
-        if any(not isinstance(d, int) for d in shape):
-            raise ValueError(f"cache {c.name} of `{c.layer}` has shape {c.type.shape}")
-        out[c.name] = np.zeros(shape, np.float32 if c.type.dtype == "float32" else c.type.dtype)
-    return out

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import seqc.spec.catalogue  # noqa: F401  (fills the registry with the reader/tokenizer kinds)
-from seqc.compiler.values import CallValue
 from seqc.data.errors import DataError
+from seqc.resolve.values import CallValue
 from seqc.spec.errors import did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec
 

@@ -36,15 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from seqc.compiler.resolve import ResolvedExperiment
-from seqc.compiler.values import CallValue
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import DEFAULT_BATCH_SIZE, Bucket, BucketBatcher, make_buckets, pad
 from seqc.data.calls import kind_spec
 from seqc.data.errors import DataError
-from seqc.data.readers import BaseDirs, Example, has_target, read_examples
+from seqc.data.readers import BaseDirs, Example, has_target, read_examples, spec_bases
 from seqc.data.report import DropReport
 from seqc.data.tokenizers import Tokenizer, build_tokenizer
+from seqc.resolve.experiment import ResolvedExperiment
+from seqc.resolve.values import CallValue
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 DEFAULT_CACHE_DIR = Path(".cache") / "tokenizers"
@@ -160,7 +160,8 @@ class InputPipeline:
         **kwargs: Any,
     ) -> InputPipeline:
         """The pipeline of one task of a resolved experiment. Relative data paths are looked
-        up next to the spec file first, then in the cwd (where `seqc data prepare` writes)."""
+        up next to the spec file first, then in the cwd (where `seqc data prepare` writes),
+        then, for a spec frozen in a run directory, next to the original (`spec_bases`)."""
         if task not in experiment.tasks:
             raise DataError(
                 f"experiment `{experiment.name}` has no task `{task}`",
@@ -168,7 +169,7 @@ class InputPipeline:
                 expected=f"one of {', '.join(experiment.tasks)}",
             )
         if base_dir is None:
-            base_dir = [Path(experiment.file).parent, Path.cwd()]
+            base_dir = spec_bases(Path(experiment.file).parent)
         return cls(experiment.config[task]["input"], base_dir=base_dir, **kwargs)
 
     # ------------------------------------------------------------------------ public

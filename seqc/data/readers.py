@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqc.compiler.values import CallValue
 from seqc.data.calls import call_args
 from seqc.data.errors import DataError, display_path, where
 from seqc.data.report import DropReport
+from seqc.resolve.values import CallValue
 from seqc.spec.errors import FileError, did_you_mean
 
 READER_KINDS: tuple[str, ...] = ("text", "tsv", "jsonl")
@@ -53,6 +53,24 @@ class Example:
 
 
 BaseDirs = Path | str | Sequence[Path | str]
+
+
+ORIGIN = "ORIGIN"
+"""A file at the top of a frozen copy of a spec tree (a run directory's `spec/`) naming the
+folder the tree was copied from: data paths relative to the original spec resolve there too."""
+
+
+def spec_bases(spec_dir: Path) -> list[Path]:
+    """Where a spec's relative data paths are looked up: next to the spec, in the cwd (where
+    `seqc data prepare` writes), and, for a frozen copy, next to the spec it was copied from."""
+    bases = [spec_dir, Path.cwd()]
+    for root in [spec_dir, *spec_dir.parents]:
+        marker = root / ORIGIN
+        if marker.is_file():
+            original = Path(marker.read_text(encoding="utf-8").strip())
+            bases.append(original / spec_dir.relative_to(root))
+            break
+    return bases
 
 
 def _bases(base_dir: BaseDirs | None) -> list[Path]:

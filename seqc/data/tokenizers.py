@@ -38,10 +38,10 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import sentencepiece as spm
 
-from seqc.compiler.values import CallValue
 from seqc.data.calls import call_args
 from seqc.data.errors import DataError, display_path
 from seqc.data.readers import BaseDirs, resolve_paths
+from seqc.resolve.values import CallValue
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<s>", "</s>", "<unk>")

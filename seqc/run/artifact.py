@@ -24,18 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from seqc.run.stepdecode import StepSignature
+from seqc.backends import registry
+from seqc.backends.api import StepFunctions
+from seqc.compiler.step_signature import StepSignature
 from seqc.spec.errors import FileError
 
 MANIFEST = "manifest.json"
 ARTIFACT_VERSION = 1
-MODEL_FILES = {
-    "onnx": ("encoder.onnx", "step.onnx"),
-    "tflite": ("model.tflite",),
-    "savedmodel": ("saved_model",),
-}
 
 
 def sha256_of(path: Path) -> str:
@@ -50,35 +45,13 @@ def sha256_of(path: Path) -> str:
 def model_bytes(folder: Path, fmt: str) -> int:
     """Bytes of the model files (weights and graphs), not the tokenizer or the spec."""
     total = 0
-    for name in MODEL_FILES[fmt]:
+    for name in registry.artifact_format(fmt).model_files:
         p = folder / name
         if p.is_dir():
             total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
         elif p.exists():
             total += p.stat().st_size
     return total
-
-
-def signature_json(sig: StepSignature) -> dict[str, Any]:
-    return {
-        "token_input": sig.token_input,
-        "caches": {k: [list(shape), dtype] for k, (shape, dtype) in sig.caches.items()},
-        "batch_symbol": sig.batch_symbol,
-        "encoder_inputs": sig.encoder_inputs,
-        "encoder_outputs": sig.encoder_outputs,
-        "step_inputs": sig.step_inputs,
-    }
-
-
-def signature_from_json(data: dict[str, Any]) -> StepSignature:
-    return StepSignature(
-        token_input=data["token_input"],
-        caches={k: (list(v[0]), str(v[1])) for k, v in data["caches"].items()},
-        batch_symbol=data["batch_symbol"],
-        encoder_inputs=dict(data["encoder_inputs"]),
-        encoder_outputs={k: list(v) for k, v in data["encoder_outputs"].items()},
-        step_inputs=list(data["step_inputs"]),
-    )
 
 
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
@@ -102,7 +75,7 @@ class Artifact:
 
     @property
     def signature(self) -> StepSignature:
-        return signature_from_json(self.manifest["step"])
+        return StepSignature.from_json(self.manifest["step"])
 
     def tokenizers(self) -> tuple[Any, Any]:
         from seqc.data.tokenizers import load_tokenizer
@@ -138,6 +111,12 @@ def load_artifact(path: Path) -> Artifact:
             manifest_path,
             f"artifact version {manifest.get('artifact_version')} is not {ARTIFACT_VERSION}",
             "re-export it with this seqc",
+        )
+    if manifest.get("format") not in registry.FORMATS:
+        raise _bad(
+            manifest_path,
+            f"the manifest names format {manifest.get('format')!r}, which this seqc does not run",
+            f"expected one of {', '.join(registry.FORMATS)}; re-export the artifact",
         )
     for name, digest in manifest.get("files", {}).items():
         p = path / name
@@ -178,75 +157,6 @@ def check_against(artifact: Artifact, session: Any) -> None:
         )
 
 
-# ------------------------------------------------------------------------------ runtimes
-
-
-class OnnxSteps:
-    """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx`."""
-
-    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
-        from seqc.backends.onnx.runtime import Session
-
-        enc = folder / "encoder.onnx"
-        self.encoder = Session(enc) if enc.exists() else None
-        self.stepper = Session(folder / "step.onnx")
-        self.encoder_outputs = list(sig.encoder_outputs)
-        self.caches = list(sig.caches)
-
-    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self.encoder is None:
-            return {}
-        return dict(zip(self.encoder_outputs, self.encoder.run(feeds), strict=True))
-
-    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        logits, *caches = self.stepper.run(feeds)
-        return logits, dict(zip(self.caches, caches, strict=True))
-
-
-class TfliteSteps:
-    """`StepFunctions` over the LiteRT interpreter's `encode` and `step` signatures."""
-
-    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
-        from seqc.backends.tflite.runtime import TfliteRunner
-
-        self.runner = TfliteRunner(folder / "model.tflite")
-        self.has_encoder = bool(sig.encoder_inputs)
-        self.caches = list(sig.caches)
-
-    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.runner.run(feeds, signature="encode") if self.has_encoder else {}
-
-    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        out = self.runner.run(feeds, signature="step")
-        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
-
-
-class SavedModelSteps:
-    """`StepFunctions` over a SavedModel's `encode` and `step` signatures (TF runtime)."""
-
-    def __init__(self, folder: Path, sig: StepSignature, manifest: dict[str, Any]) -> None:
-        import tensorflow as tf
-
-        self.tf = tf
-        self.model = tf.saved_model.load(str(folder / "saved_model"))
-        self.has_encoder = bool(sig.encoder_inputs)
-        self.caches = list(sig.caches)
-
-    def _call(self, name: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        fn = self.model.signatures[name]
-        out = fn(**{k: self.tf.convert_to_tensor(v) for k, v in feeds.items()})
-        return {k: v.numpy() for k, v in out.items()}
-
-    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self._call("encode", feeds) if self.has_encoder else {}
-
-    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        out = self._call("step", feeds)
-        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
-
-
-RUNTIMES = {"onnx": OnnxSteps, "tflite": TfliteSteps, "savedmodel": SavedModelSteps}
-
-
-def step_functions(artifact: Artifact) -> Any:
-    return RUNTIMES[artifact.format](artifact.path, artifact.signature, artifact.manifest)
+def step_functions(artifact: Artifact) -> StepFunctions:
+    """The artifact loaded in its format's runtime (onnxruntime, LiteRT, TF)."""
+    return registry.artifact_format(artifact.format).runtime(artifact.path, artifact.signature)

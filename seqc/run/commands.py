@@ -54,13 +54,13 @@ def _session(spec: Path, experiment: str, set_: list[str] | None, cache: Path | 
 def _check_backend(backend: str | None) -> None:
     """Fail on a bad --backend before the data is read, not after."""
     if backend is not None:
-        from seqc.backends.select import check_backend
+        from seqc.backends.registry import check_backend
 
         check_backend(backend)
 
 
 def _backend(session: Any, backend: str | None) -> str:
-    from seqc.backends.select import check_backend
+    from seqc.backends.registry import check_backend
 
     return check_backend(backend or session.resolved.config["backend"])
 
@@ -83,15 +83,15 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
 
 def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
     """The model on `backend` with the weights of `source`, written by either backend."""
-    from seqc.backends import select
+    from seqc.backends import registry
 
     weights, params = _weights(session, source)
-    model = select.make_model(backend, session.graph, session.task_config, session.train_config)
-    state = select.with_params(backend, model, params)
+    model = registry.backend(backend).model(session.compiled, session.train_config)
+    state = model.with_params(params)
     if weights.backend != backend:
         err.print(
-            f"loaded the {select.NAMES[weights.backend]} checkpoint (step {weights.step}) into "
-            f"{select.NAMES[backend]}, tensor by tensor by layer path",
+            f"loaded the {registry.title(weights.backend)} checkpoint (step {weights.step}) into "
+            f"{registry.title(backend)}, tensor by tensor by layer path",
             soft_wrap=True,
         )
     return model, state
@@ -110,7 +110,7 @@ class _Generator:
 
 
 def _default_strategy() -> Any:
-    from seqc.compiler.values import CallValue
+    from seqc.resolve.values import CallValue
 
     return CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
 
@@ -120,7 +120,7 @@ def _from_session(session: Any, model: Any, params: Any) -> _Generator:
 
     pipeline = session.pipeline
     tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
-    dec = decoder_for(model, params, pipeline.task, ttok.bos_id, ttok.eos_id, ttok.pad_id)
+    dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
     split = "dev" if "dev" in pipeline.splits else "train"
     default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
     strategy = session.task_config.get("decode") or _default_strategy()
@@ -128,7 +128,7 @@ def _from_session(session: Any, model: Any, params: Any) -> _Generator:
 
 
 def _from_artifact(artifact: Any) -> _Generator:
-    from seqc.compiler.values import CallValue
+    from seqc.resolve.values import CallValue
     from seqc.run.artifact import step_functions
     from seqc.run.stepdecode import StepDecoder
 
@@ -241,13 +241,17 @@ def eval_cmd(
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
     metrics = {m.kind for m in session.task_config["metrics"]}
     if session.pipeline.task == "seq2seq" and metrics & {"bleu", "chrf"}:
-        from seqc.compiler.values import CallValue
+        from seqc.resolve.values import CallValue
         from seqc.run.translate import score_translations
 
         strategy = session.task_config.get("decode") or CallValue(
             kind="greedy", namespace="decode", args={"max_length": 64}
         )
-        t = score_translations(model, state["params"], session.pipeline, strategy, split, limit)
+        from seqc.run.decode import decoder_for
+
+        tok = session.pipeline.target_tokenizer
+        decoder = decoder_for(model, state["params"], tok.bos_id, tok.eos_id, tok.pad_id)
+        t = score_translations(decoder, session.pipeline, strategy, split, limit)
         for src, hyp, ref in t["samples"]:
             err.print(f"  src: {escape(src)}\n  hyp: {escape(hyp)}\n  ref: {escape(ref)}")
         out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples)")
@@ -342,7 +346,7 @@ def convert_cmd(
     path; the result loads with --checkpoint in eval, decode and export."""
     import numpy as np
 
-    from seqc.backends.select import NAMES, check_backend
+    from seqc.backends.registry import check_backend, title
     from seqc.backends.weights import read_weights, write_weights
 
     check_backend(to)
@@ -362,7 +366,7 @@ def convert_cmd(
     size = sum(v.nbytes for v in weights.params.values())
     out.print(
         f"converted {len(weights.params)} tensors ({size / 2**20:.1f} MiB) of step {weights.step} "
-        f"from {NAMES[weights.backend]} to {NAMES[to]}: {out_dir}"
+        f"from {title(weights.backend)} to {title(to)}: {out_dir}"
     )
     if weights.full_state:
         err.print("the optimizer state stays behind: the converted checkpoint holds weights only")

@@ -1,10 +1,10 @@
 """Generation from a trained model: greedy, temperature sampling, and beam search with length
 normalisation, for language models (continue a prompt) and encoder-decoders (translate).
 
-Each step runs the whole jitted forward pass on a fixed-length buffer and reads the logits at the
-current position; causal attention makes the positions after it irrelevant. Fixed shapes mean one
-compilation per (beams, length) rather than one per step. (Decoding from exported artifacts with
-an explicit key/value cache is the export issue's work.)
+Each step runs the whole compiled forward pass on a fixed-length buffer and reads the logits at
+the current position; causal attention makes the positions after it irrelevant. Fixed shapes mean
+one compilation per (beams, length) rather than one per step. Decoding over an encoder and a
+decoder step with explicit caches (exported artifacts) is `seqc.run.stepdecode`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.inputs import buffer_length
-from seqc.compiler.values import CallValue
+from seqc.backends.api import Generator, Model
+from seqc.compiler.signature import buffer_length
+from seqc.resolve.values import CallValue
 
 
 @dataclass
@@ -86,10 +87,11 @@ def best(finished: list[Hypothesis], beams: list[Hypothesis], alpha: float) -> l
 
 
 class Decoder:
-    """Decodes with a `JaxModel`'s logits function for one task kind ("lm" or "seq2seq")."""
+    """Decodes with any backend's model over its `logits` (a language model continues a
+    prompt; an encoder-decoder translates a source)."""
 
-    def __init__(self, model: Any, params: Any, task: str, bos: int, eos: int, pad: int) -> None:
-        self.model, self.params, self.task = model, params, task
+    def __init__(self, model: Model, params: Any, bos: int, eos: int, pad: int) -> None:
+        self.model, self.params, self.task = model, params, model.task.kind
         self.bos, self.eos, self.pad = bos, eos, pad
 
     def _logits(self, prefix: np.ndarray, src: np.ndarray | None, pos: int) -> np.ndarray:
@@ -182,11 +184,7 @@ def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) ->
     return int(rng.choice(len(probs), p=probs))
 
 
-def decoder_for(model: Any, params: Any, task: str, bos: int, eos: int, pad: int) -> Any:
-    """The decoder for a model's backend: on TF the whole loop runs in one TF graph
-    (`seqc.backends.tf.decode`); on JAX this module's loop calls the jitted forward pass."""
-    if getattr(model, "backend", "jax") == "tf":
-        from seqc.backends.tf.decode import TfDecoder
-
-        return TfDecoder(model, params, task, bos, eos, pad)
-    return Decoder(model, params, task, bos, eos, pad)
+def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator:
+    """The model's own decoder where its backend has one (TF runs whole loops in one graph),
+    else this module's loop over the compiled forward pass."""
+    return model.decoder(params, bos, eos, pad) or Decoder(model, params, bos, eos, pad)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from seqc.backends.select import fetch
+from seqc.backends.api import Model, fetch
 
 
-def evaluate(model: Any, params: Any, pipeline: Any, split: str, max_batches: int = 0) -> dict:
+def evaluate(model: Model, params: Any, pipeline: Any, split: str, max_batches: int = 0) -> dict:
     sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0, "correct": 0.0}
     for i, batch in enumerate(pipeline.batches(split)):
         if max_batches and i >= max_batches:
@@ -19,6 +19,11 @@ def evaluate(model: Any, params: Any, pipeline: Any, split: str, max_batches: in
         sums["nll_sum"] += float(out["nll_sum"])
         sums["tokens"] += float(out["tokens"])
         sums["correct"] += float(out["correct"])
+    return summarize(sums)
+
+
+def summarize(sums: dict[str, float]) -> dict[str, Any]:
+    """The figures of summed criterion outputs: per-token loss, nll, perplexity, accuracy."""
     tokens = max(sums["tokens"], 1.0)
     nll = sums["nll_sum"] / tokens
     return {

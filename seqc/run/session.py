@@ -1,21 +1,23 @@
-"""From a spec to everything a run needs: the resolved experiment, data, op graph and model.
+"""From a spec to everything a run needs: the resolved experiment, data and compiled task.
 
-The data is read before the model is lowered because some model params depend on it (the
+The data is read before the model is compiled because some model params depend on it (the
 vocabulary size of a character tokenizer): the experiment is resolved once to find its input,
-and again with the data's figures bound.
+and again with the data's figures bound. Commands that need no data (`seqc place`) compile
+without reading it when the spec states every size (`compile_experiment`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from seqc.compiler.compile import CompiledTask, compile_task, data_symbols
 from seqc.compiler.graph import Graph
-from seqc.compiler.layers import LayerInstance
-from seqc.compiler.lower import lower_model
-from seqc.compiler.program import Program, load_program
-from seqc.compiler.resolve import ResolvedExperiment, resolve
 from seqc.data.pipeline import InputPipeline
+from seqc.resolve.experiment import ResolvedExperiment, resolve
+from seqc.resolve.layers import LayerInstance
+from seqc.resolve.program import Program, load_program
 from seqc.spec.errors import CheckError, UsageError
 
 
@@ -25,15 +27,30 @@ class Session:
     resolved: ResolvedExperiment
     task: str
     pipeline: InputPipeline
-    graph: Graph
+    compiled: CompiledTask
 
     @property
-    def task_config(self) -> dict:
+    def graph(self) -> Graph:
+        return self.compiled.graph
+
+    @property
+    def task_config(self) -> Any:
         return self.resolved.config[self.task]
 
     @property
-    def train_config(self) -> dict:
+    def train_config(self) -> Any:
         return self.resolved.config["train"]
+
+
+def _one_task(resolved: ResolvedExperiment) -> str:
+    if len(resolved.tasks) > 1:
+        raise UsageError(
+            f"experiment `{resolved.name}` trains {len(resolved.tasks)} tasks together; "
+            "multi-task training is not implemented yet",
+            code="not-implemented",
+            hint="train one task per experiment for now",
+        )
+    return resolved.tasks[0]
 
 
 def open_session(
@@ -45,23 +62,41 @@ def open_session(
 ) -> Session:
     program = load_program(spec)
     first = resolve(program, experiment, overrides)
-    if len(first.tasks) > 1:
-        raise UsageError(
-            f"experiment `{experiment}` trains {len(first.tasks)} tasks together; multi-task "
-            "training is not implemented yet",
-            code="not-implemented",
-            hint="train one task per experiment for now",
-        )
-    task = first.tasks[0]
+    task = _one_task(first)
     kwargs = {"cache_dir": cache_dir} if cache_dir is not None else {}
     available = tuple(s for s in splits if first.config[task]["input"].get(s) is not None)
     pipeline = InputPipeline.for_task(first, task, splits=available, **kwargs)
     symbols = {f"{pipeline.name}.vocab_size": pipeline.vocab_size}
     resolved = resolve(program, experiment, overrides, symbols)
-    decl = program.layers[resolved.config[task]["model"].kind]
-    graph = lower_model(decl, resolved.models[task], program.layers)
+    compiled = compile_task(program, resolved, task)
+    if compiled.kind != pipeline.task:
+        what = {"lm": "a language model", "seq2seq": "an encoder-decoder"}
+        raise CheckError(
+            f"task `{task}`'s model is {what[compiled.kind]}, but its input `{pipeline.name}` "
+            f"holds data for {what[pipeline.task]}",
+            span=resolved.span(f"{task}.model"),
+            code="task-mismatch",
+            hint="an encoder-decoder reads `src`; its input needs targets (pairs of texts)",
+        )
     _check_positions(resolved.models[task], pipeline)
-    return Session(program, resolved, task, pipeline, graph)
+    return Session(program, resolved, task, pipeline, compiled)
+
+
+def compile_experiment(
+    spec: Path,
+    experiment: str,
+    overrides: list[str] | None = None,
+    cache_dir: Path | None = None,
+) -> tuple[ResolvedExperiment, CompiledTask]:
+    """The experiment's task compiled without reading the data when the spec states every
+    size; with it (through `open_session`) when a model param waits on the data."""
+    program = load_program(spec)
+    resolved = resolve(program, experiment, overrides)
+    task = _one_task(resolved)
+    if data_symbols(resolved, task):
+        session = open_session(spec, experiment, overrides, cache_dir=cache_dir)
+        return session.resolved, session.compiled
+    return resolved, compile_task(program, resolved, task)
 
 
 POSITIONAL = ("SinusoidalPosition", "LearnedPosition")

@@ -11,88 +11,47 @@ along its batch axis by the surviving beams' parents.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from seqc.backends.inputs import buffer_length
-from seqc.compiler.incremental import HISTORY, POS
-from seqc.compiler.values import CallValue
+from seqc.backends.api import StepFunctions
+from seqc.compiler.incremental import POS
+from seqc.compiler.signature import buffer_length
+from seqc.compiler.step_signature import StepSignature
+from seqc.resolve.values import CallValue
 from seqc.run.decode import Hypothesis, _sample, beam_step, best, log_softmax64
 
 
-@dataclass
-class StepSignature:
-    """What a decoder needs to know about the step function's tensors (from a `StepProgram`
-    or an artifact's manifest)."""
-
-    token_input: str
-    """The step graph's token input ([B, 1] int32): `ids` or `tgt`."""
-    caches: dict[str, tuple[list[Any], str]]
-    """Cache name -> (shape with the batch and history symbols, dtype)."""
-    batch_symbol: str
-    encoder_inputs: dict[str, str]
-    """Encoder input name -> batch field (`src`, `src_mask`); empty for a language model."""
-    encoder_outputs: dict[str, list[Any]]
-    """Encoder output name (`enc0`, ...) -> its shape, to find its batch axis."""
-    step_inputs: list[str]
-    """Every input of the step function (a recurrent decoder has no `pos`)."""
-
-    @classmethod
-    def of(cls, program: Any, fields: dict[str, str]) -> StepSignature:
-        """From a `StepProgram` and the model's forward input -> batch field table."""
-        enc = program.encoder
-        return cls(
-            token_input=program.stepping[0],
-            caches={c.name: (list(c.type.shape), c.type.dtype) for c in program.caches},
-            batch_symbol=program.batch_symbol,
-            encoder_inputs={n: fields[n] for n in (enc.inputs if enc is not None else {})},
-            encoder_outputs={
-                name: list(enc.ops[vid].type.shape)
-                for name, vid in zip(
-                    program.encoder_outputs, enc.outputs if enc is not None else [], strict=True
-                )
-            },
-            step_inputs=list(program.step.inputs),
-        )
-
-    def batch_axis(self, shape: list[Any]) -> int:
-        return shape.index(self.batch_symbol)
+def encoder_feeds(sig: StepSignature, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The encoder's inputs from a batch's arrays (none for a language model)."""
+    return {n: arrays[f] for n, f in sig.encoder_inputs.items()}
 
 
-def zero_caches(sig: StepSignature, rows: int, length: int) -> dict[str, np.ndarray]:
-    """The caches before the first token: zeros, `rows` sequences, `length` history slots."""
-    out = {}
-    for name, (shape, dtype) in sig.caches.items():
-        dims = [rows if d == sig.batch_symbol else length if d == HISTORY else d for d in shape]
-        out[name] = np.zeros(dims, np.dtype(dtype))
-    return out
-
-
-def teacher_forced(fns: Any, sig: StepSignature, arrays: dict[str, np.ndarray]) -> np.ndarray:
-    """Logits [B, T, V] of a batch fed one position at a time through the step function, the
-    known tokens as inputs: what the full forward pass computes, position by position."""
+def step_through(
+    fns: StepFunctions, sig: StepSignature, arrays: Mapping[str, np.ndarray]
+) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
+    """A batch fed one position at a time through the step function, the known tokens as
+    inputs (teacher forcing): each step's feeds and its logits [B, 1, V]."""
     field = "tgt_in" if sig.encoder_inputs else "inputs"
     tokens = np.asarray(arrays[field], np.int32)
-    memory = fns.encode({n: arrays[f] for n, f in sig.encoder_inputs.items()})
+    memory = fns.encode(encoder_feeds(sig, arrays))
     rows, length = tokens.shape
-    caches = zero_caches(sig, rows, length)
-    out = []
+    caches = sig.zero_caches(rows, length)
     for pos in range(length):
         feeds = {sig.token_input: tokens[:, pos : pos + 1], POS: np.asarray(pos, np.int32)}
         feeds |= {**memory, **caches}
-        logits, caches = fns.step({k: feeds[k] for k in sig.step_inputs})
-        out.append(np.asarray(logits)[:, 0])
-    return np.stack(out, axis=1)
+        feeds = {k: feeds[k] for k in sig.step_inputs}
+        logits, caches = fns.step(feeds)
+        yield feeds, np.asarray(logits)
 
 
-class StepFunctions(Protocol):
-    """A runtime's encoder and step: numpy in, numpy out."""
-
-    def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
-
-    def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+def teacher_forced(
+    fns: StepFunctions, sig: StepSignature, arrays: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """Logits [B, T, V] of a batch through the step function: what the full forward pass
+    computes, position by position."""
+    return np.concatenate([logits for _, logits in step_through(fns, sig, arrays)], axis=1)
 
 
 class StepDecoder:
@@ -105,15 +64,6 @@ class StepDecoder:
         self.bos, self.eos, self.pad = bos, eos, pad
 
     # ---------------------------------------------------------------- state
-    def _zeros(self, rows: int, length: int) -> dict[str, np.ndarray]:
-        out = {}
-        for name, (shape, dtype) in self.sig.caches.items():
-            dims = [
-                rows if d == self.sig.batch_symbol else length if d == HISTORY else d for d in shape
-            ]
-            out[name] = np.zeros(dims, np.dtype(dtype))
-        return out
-
     def _memory(self, src: list[int] | None, rows: int) -> dict[str, np.ndarray]:
         if not self.sig.encoder_inputs:
             return {}
@@ -140,7 +90,7 @@ class StepDecoder:
     def _prefill(
         self, start: list[int], rows: int, length: int, memory: dict
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        caches = self._zeros(rows, length)
+        caches = self.sig.zero_caches(rows, length)
         logp = np.empty(0)
         for pos, tok in enumerate(start):
             logp, caches = self._step(np.full(rows, tok), pos, memory, caches)

@@ -23,13 +23,15 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from seqc.backends import select
-from seqc.backends.jax.optim import lr_at
-from seqc.backends.weights import detect, read_weights
+from seqc.backends import registry
+from seqc.backends.api import Backend, fetch
+from seqc.backends.weights import read_weights
+from seqc.compiler.placement.plan import Placement, place
 from seqc.run.evaluate import evaluate
 from seqc.run.rundir import RunDir
+from seqc.run.schedule import learning_rate
 from seqc.run.session import Session
-from seqc.spec.errors import UsageError
+from seqc.spec.errors import CheckError, UsageError
 
 
 @dataclass
@@ -57,14 +59,20 @@ def train(
     model_options: dict[str, Any] | None = None,
 ) -> TrainResult:
     """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
-    run directory and checkpoints schedule on both."""
+    run directory and checkpoints schedule on every backend. A placement the spec asks for
+    (`distribution.placement`) is planned and, on a backend that places ops, run."""
     console = console or Console(stderr=True)
-    select.check_backend(backend)
+    engine = registry.backend(backend)
     cfg = session.train_config
     total = int(cfg["steps"])
     seed = int(cfg["seed"])
+    rate = learning_rate(cfg, session.resolved.span("train.optimizer"))
     if resume:
-        _check_resumable(run_dir / "checkpoints", backend)
+        _check_resumable(run_dir / "checkpoints", engine)
+    placement = _placement(session, engine, console)
+    devices = None if placement is None else placement.devices
+    # The model before the run directory: a device the plan lacks is an error before any write.
+    model = engine.model(session.compiled, cfg, placement=devices, **(model_options or {}))
     run = RunDir.create(run_dir, session.program, session.resolved, resume)
     run.write_run_info(
         {
@@ -75,13 +83,13 @@ def train(
             "data_seed": session.pipeline.seed,
             "params": sum(p.size for p in session.graph.params.values()),
             "data": session.pipeline.summary(),
+            "placement": None
+            if placement is None
+            else {"algorithm": placement.plan.algorithm, "devices": placement.used},
         }
     )
-    model = select.make_model(
-        backend, session.graph, session.task_config, cfg, **(model_options or {})
-    )
     state = model.init(seed)
-    checkpoints = select.checkpoints(backend, run.checkpoints)
+    checkpoints = engine.checkpoints(run.checkpoints)
     start = 0
     if resume and checkpoints.latest() is not None:
         state = checkpoints.restore(state)
@@ -103,11 +111,11 @@ def train(
         job = bar.add_task("train", total=total, completed=start, loss=float("nan"), tps=0.0)
         for step in range(start, total):
             batch = next(batches)
-            state, metrics = model.train_step(state, batch)
+            state, metrics = model.train_step(state, batch, rate(step))
             pending.append((step + 1, metrics))
             done = step + 1
             if done % log_every == 0 or done == total:
-                fetched = [select.fetch(m) for _, m in pending]
+                fetched = [fetch(m) for _, m in pending]
                 elapsed = time.perf_counter() - window_start
                 for (s, _), m in zip(pending, fetched, strict=True):
                     window_tokens += float(m["tokens"])
@@ -116,7 +124,7 @@ def train(
                         "split": "train",
                         "loss": float(m["loss"]),
                         "grad_norm": float(m["grad_norm"]),
-                        "lr": lr_at(cfg, s - 1),
+                        "lr": rate(s - 1),
                     }
                     if s == done:
                         record["tokens_per_s"] = window_tokens / max(elapsed, 1e-9)
@@ -144,19 +152,46 @@ def train(
     return result
 
 
-def _check_resumable(directory: Path, backend: str) -> None:
+def _placement(session: Session, engine: Backend, console: Console) -> Placement | None:
+    """The placement the spec asks for, planned and checked, or None when the plan puts
+    everything on one device (what an unplaced program runs anyway). A backend that runs a
+    step as one program on one device refuses a plan over several, at the spec's line."""
+    dist = session.resolved.config["distribution"]
+    asked = dist["placement"]
+    if asked.kind == "single" and int(asked.args.get("device", 0)) == 0:
+        return None
+    from seqc.compiler.placement.report import summary
+
+    placed = place(session.graph, session.resolved, session.task)
+    if placed.trivial:
+        console.print(f"placement {placed.plan.algorithm}: every op on device 0")
+        return None
+    if not engine.places_ops:
+        raise CheckError(
+            f"`placement = {asked.kind}` puts the model's ops on {placed.used} devices, but the "
+            f"{engine.title} backend runs a training step as one program on one device",
+            span=placed.span,
+            code="cannot-place",
+            hint="train with --backend tf (it pins each op to its device), or set "
+            "distribution.placement = single",
+        )
+    console.print(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
+    return placed
+
+
+def _check_resumable(directory: Path, engine: Backend) -> None:
     """A run resumes only from a full checkpoint of its own backend (optimizer state included)."""
     if not directory.is_dir() or not any(directory.iterdir()):
         return
-    written_by = detect(directory)
-    if written_by != backend:
+    written_by = registry.checkpoint_backend(directory)
+    if written_by.name != engine.name:
         raise UsageError(
-            f"the checkpoints in {directory} were written by the {written_by} backend; a run "
-            "resumes only on the backend that wrote it",
+            f"the checkpoints in {directory} were written by the {written_by.title} backend; a "
+            "run resumes only on the backend that wrote it",
             code="backend-mismatch",
-            expected=written_by,
-            found=backend,
-            hint=f"resume with --backend {written_by}, or start a new run directory (use "
+            expected=written_by.name,
+            found=engine.name,
+            hint=f"resume with --backend {written_by.name}, or start a new run directory (use "
             f"`seqc convert` to move the weights)",
         )
     if not read_weights(directory).full_state:

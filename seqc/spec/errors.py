@@ -135,6 +135,25 @@ class FileError(SeqcError):
     phase = "file"
 
 
+class EmitError(SeqcError):
+    """An op of the graph that a backend could not run or trace, located at its layer's line."""
+
+    phase = "emit"
+
+
+class ExportError(SeqcError):
+    """A model that could not become a deployment artifact (ONNX, TFLite, SavedModel), or an
+    artifact that failed its gate; located at the layer's line where one is known."""
+
+    phase = "export"
+
+
+class DeviceError(SeqcError):
+    """Devices a spec or a plan asks for that this process does not have."""
+
+    phase = "device"
+
+
 def no_checkpoint(directory: object) -> FileError:
     """The error of a checkpoint store with nothing in it (either backend's)."""
     return FileError(

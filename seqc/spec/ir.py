@@ -3,7 +3,7 @@
 Every node carries the span it came from, so a check in any later pass can point at the user's
 line. Statement-like nodes also carry the comments written before them and at the end of their
 line, so `seqc fmt` never drops a comment. The IR is syntax-level: names are not yet resolved and
-values not yet evaluated; `seqc.compiler.resolve` does that.
+values not yet evaluated; `seqc.resolve.experiment` does that.
 """
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
-"""Checkpoints with orbax: every N steps, written to a temporary folder and renamed when
-complete, so a crash mid-write never leaves a checkpoint that looks whole."""
+"""Checkpoints of the JAX backend with orbax: every N steps, written to a temporary folder and
+renamed when complete, so a crash mid-write never leaves a checkpoint that looks whole.
+
+A checkpoint is the state pytree (`params` by layer path, `opt_state`, `step`, `rng`); a
+weights-only one (`seqc convert`) holds `params` and `step`. Both read back as `Weights`
+without building the model.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
 
+from seqc.backends.api import Weights
+from seqc.backends.weights import unreadable
 from seqc.spec.errors import FileError, no_checkpoint
 
 
@@ -44,3 +52,29 @@ class Checkpoints:
 
     def close(self) -> None:
         self.manager.close()
+
+
+def read_weights(directory: Path, step: int | None = None) -> Weights:
+    manager = ocp.CheckpointManager(directory)
+    step = manager.latest_step() if step is None else step
+    if step is None:
+        raise no_checkpoint(directory)
+    try:
+        tree = manager.restore(step, args=ocp.args.StandardRestore())
+    except Exception as e:  # orbax raises many kinds; all mean the same to a user
+        raise unreadable(directory / str(step), e, step) from None
+    finally:
+        manager.close()
+    if not isinstance(tree, dict) or not isinstance(tree.get("params"), dict):
+        raise unreadable(directory / str(step), ValueError("no `params` in the saved tree"), step)
+    params = {k: np.asarray(v) for k, v in tree["params"].items()}
+    return Weights("jax", step, params, directory, "opt_state" in tree)
+
+
+def write_weights(weights: Weights, directory: Path) -> None:
+    options = ocp.CheckpointManagerOptions(create=True)
+    manager = ocp.CheckpointManager(directory.resolve(), options=options)
+    tree = {"params": weights.params, "step": np.asarray(weights.step, np.int32)}
+    manager.save(weights.step, args=ocp.args.StandardSave(tree), force=True)
+    manager.wait_until_finished()
+    manager.close()

@@ -1,21 +1,25 @@
-"""One JAX function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`).
+"""One JAX function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`), and the
+hooks the shared interpreter (`seqc.backends.interpret`) needs of JAX (`MACHINE`).
 
-Each takes the op's input arrays, its attrs, and a `Ctx` (symbol sizes, rng, training flag), and
-returns one array. Keeping this a flat table, like Keras' per-backend op modules, is what lets the
-TF and ONNX backends mirror it name for name.
+Each primitive takes the op's input arrays, its attrs, and a `Ctx` (symbol sizes, rng, training
+flag), and returns one array. Keeping this a flat table, like Keras' per-backend op modules, is
+what lets the TF and ONNX backends mirror it name for name. A scan runs its body graph with
+`jax.lax.scan` over the time axis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from seqc.backends import interpret
 from seqc.backends.primitives import registrar
+from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
     "float32": jnp.float32,
@@ -28,12 +32,10 @@ DTYPES = {
 
 
 @dataclass
-class Ctx:
-    """What an op needs besides its inputs: sizes of symbolic dims, randomness, the mode."""
+class Ctx(interpret.Ctx):
+    """The interpreter's context, with JAX's randomness and compute dtype."""
 
-    dims: dict[str, int] = field(default_factory=dict)
     rng: jax.Array | None = None
-    training: bool = False
     compute_dtype: Any = jnp.float32
     counter: int = 0
 
@@ -229,3 +231,52 @@ def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     return jax.lax.conv_general_dilated(
         x, w.astype(x.dtype), (attrs["stride"],), pad, dimension_numbers=("NWC", "WIO", "NWC")
     )
+
+
+@op("take_along")
+def _take_along(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    x, ids = xs
+    return jnp.take_along_axis(x, ids[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+@op("argmax")
+def _argmax(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    return jnp.argmax(xs[0], axis=-1).astype(jnp.int32)
+
+
+# ------------------------------------------------------------------------------ the machine
+
+
+class JaxMachine(interpret.Machine):
+    """JAX's hooks: float32 params in the compute dtype, scans with `jax.lax.scan`."""
+
+    name = "JAX"
+    table = OPS
+
+    def param(self, value: Any, op: Op, ctx: Ctx) -> Any:
+        return value.astype(ctx.compute_dtype) if value.dtype == jnp.float32 else value
+
+    def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> jax.Array:
+        body = graph.subgraphs[op.attrs["body"]]
+        n_xs = op.attrs["n_xs"]
+        xs = [jnp.swapaxes(x.astype(ctx.compute_dtype), 0, 1) for x in args[:n_xs]]  # time first
+        carries = tuple(c.astype(ctx.compute_dtype) for c in args[n_xs:])
+
+        def step(carry: tuple, x_t: tuple) -> tuple:
+            named = {f"x{i}": x for i, x in enumerate(x_t)}
+            named |= {f"c{i}": c for i, c in enumerate(carry)}
+            outs = interpret.evaluate(self, body, params, named, ctx)
+            return tuple(o.astype(ctx.compute_dtype) for o in outs[1:]), outs[0]
+
+        _, ys = jax.lax.scan(step, carries, tuple(xs), reverse=op.attrs["reverse"])
+        return jnp.swapaxes(ys, 0, 1)
+
+
+MACHINE = JaxMachine()
+
+
+def run_graph(
+    graph: Graph, params: Any, inputs: dict[str, Any], ctx: Ctx | None = None
+) -> list[jax.Array]:
+    """The graph's outputs on JAX (trace it inside `jax.jit` to compile it)."""
+    return interpret.run(MACHINE, graph, params, inputs, ctx or Ctx())

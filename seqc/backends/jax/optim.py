@@ -1,102 +1,58 @@
-"""Optimizers and learning-rate schedules from a resolved `train` block, with optax."""
+"""The update rules of a resolved `train` block, with optax.
+
+The transformation built here stops short of the learning rate: it turns gradients into a
+descent direction (Adam's normalised moments, SGD's momentum trace, ...), and the training step
+applies `params - lr * direction` with the learning rate the host computed for this step
+(`seqc.run.schedule`). Schedules are thus written once for every backend; optax's own
+`scale_by_learning_rate` is exactly that product, so the steps are optax's.
+"""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from typing import Any
 
-import jax.numpy as jnp
 import optax
 
-from seqc.compiler.values import CallValue
+from seqc.resolve.values import CallValue
+from seqc.spec.errors import CheckError
 
 
-def schedule(lr: Any, total_steps: int) -> optax.Schedule | float:
-    """A float, or a schedule call: constant, warmup_rsqrt, linear_warmup, cosine, ..."""
-    if not isinstance(lr, CallValue):
-        return float(lr)
-    a = lr.args
-    if lr.kind == "constant":
-        return float(a["value"])
-    if lr.kind == "warmup_rsqrt":
-        peak, warmup = float(a["peak"]), max(int(a["warmup"]), 1)
-
-        def rsqrt(step: Any) -> Any:
-            s = jnp.maximum(step + 1, 1).astype(jnp.float32)
-            return peak * jnp.minimum(s / warmup, jnp.sqrt(warmup / s))
-
-        return rsqrt
-    if lr.kind == "linear_warmup":
-        return optax.linear_schedule(0.0, float(a["peak"]), max(int(a["warmup"]), 1))
-    if lr.kind in ("cosine", "linear_decay"):
-        warmup = int(a["warmup"])
-        decay = int(a["decay_steps"]) if a.get("decay_steps") else max(total_steps - warmup, 1)
-        peak, final = float(a["peak"]), float(a["final"])
-        if lr.kind == "cosine":
-            return optax.warmup_cosine_decay_schedule(
-                0.0 if warmup else peak, peak, warmup, warmup + decay, final
-            )
-        tail = optax.linear_schedule(peak, final, decay)
-        if not warmup:
-            return tail
-        return optax.join_schedules([optax.linear_schedule(0.0, peak, warmup), tail], [warmup])
-    if lr.kind == "exponential":
-        return optax.exponential_decay(
-            float(a["initial"]), int(a["every"]), float(a["rate"]), staircase=bool(a["staircase"])
-        )
-    if lr.kind == "piecewise":
-        values = [float(v) for v in a["values"]]
-        bounds = [int(b) for b in a["boundaries"]]
-        scales = {b: values[i + 1] / values[i] if values[i] else 0.0 for i, b in enumerate(bounds)}
-        return optax.piecewise_constant_schedule(values[0], scales)
-    raise ValueError(f"schedule {lr.kind} has no JAX implementation")
-
-
-def optimizer(train: dict[str, Any], clip: bool = True) -> optax.GradientTransformation:
-    """The update rule of a resolved `train` block, with global-norm clipping first unless the
-    caller clips itself (`clip=False`)."""
+def direction(train: Mapping[str, Any]) -> optax.GradientTransformation:
+    """The update rule of a resolved `train` block without its learning rate (and without
+    clipping, which the step does from the norm it logs)."""
     opt: CallValue = train["optimizer"]
     a = opt.args
-    lr = schedule(a["lr"], int(train["steps"]))
     parts: list[optax.GradientTransformation] = []
-    if clip and train.get("clip_norm", 0.0) > 0.0:
-        parts.append(optax.clip_by_global_norm(float(train["clip_norm"])))
-    if opt.kind == "adam":
-        if a["weight_decay"]:
-            parts.append(optax.add_decayed_weights(float(a["weight_decay"])))
-        parts.append(optax.adam(lr, b1=a["beta1"], b2=a["beta2"], eps=a["eps"]))
-    elif opt.kind == "adamw":
-        parts.append(
-            optax.adamw(
-                lr, b1=a["beta1"], b2=a["beta2"], eps=a["eps"], weight_decay=a["weight_decay"]
-            )
-        )
+    if opt.kind in ("adam", "sgd") and a["weight_decay"]:
+        parts.append(optax.add_decayed_weights(float(a["weight_decay"])))  # before: L2 in grads
+    if opt.kind in ("adam", "adamw"):
+        parts.append(optax.scale_by_adam(b1=a["beta1"], b2=a["beta2"], eps=a["eps"]))
+        if opt.kind == "adamw" and a["weight_decay"]:
+            parts.append(optax.add_decayed_weights(float(a["weight_decay"])))  # decoupled
     elif opt.kind == "sgd":
-        if a["weight_decay"]:
-            parts.append(optax.add_decayed_weights(float(a["weight_decay"])))
-        momentum = float(a["momentum"]) or None
-        parts.append(optax.sgd(lr, momentum=momentum, nesterov=bool(a["nesterov"])))
+        if float(a["momentum"]):
+            parts.append(optax.trace(decay=float(a["momentum"]), nesterov=bool(a["nesterov"])))
     elif opt.kind == "adagrad":
         parts.append(
-            optax.adagrad(lr, initial_accumulator_value=a["initial_accumulator"], eps=a["eps"])
+            optax.scale_by_rss(initial_accumulator_value=a["initial_accumulator"], eps=a["eps"])
         )
     elif opt.kind == "adafactor":
-        parts.append(
-            optax.adafactor(
-                lr,
-                decay_rate=a["decay_rate"],
-                clipping_threshold=a["clip_threshold"],
-                factored=bool(a["factored"]),
-            )
+        # optax.adafactor without a learning rate ends by flipping the sign: flip it back.
+        rule = optax.adafactor(
+            None,
+            decay_rate=a["decay_rate"],
+            clipping_threshold=a["clip_threshold"],
+            factored=bool(a["factored"]),
         )
+        parts += [rule, optax.scale(-1.0)]
     else:
-        raise ValueError(f"optimizer {opt.kind} has no JAX implementation")
+        raise CheckError(
+            f"optimizer `{opt.kind}` has no JAX implementation",
+            code="not-implemented",
+            expected="adam, adamw, sgd, adagrad or adafactor",
+            found=opt.kind,
+        )
     accumulate = int(train.get("accumulate", 1))
-    chain = optax.chain(*parts)
+    chain = optax.chain(*parts) if parts else optax.identity()  # plain SGD: the gradient
     return optax.MultiSteps(chain, accumulate) if accumulate > 1 else chain
-
-
-def lr_at(train: dict[str, Any], step: int) -> float:
-    lr = schedule(train["optimizer"].args["lr"], int(train["steps"]))
-    value = lr(jnp.asarray(step)) if callable(lr) else lr
-    return float(value) if not math.isnan(float(value)) else 0.0

@@ -12,8 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.ops import Ctx
+from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.compiler.incremental import StepProgram
 
 
@@ -22,6 +21,8 @@ def _ctx() -> Ctx:
 
 
 class JaxStepFunctions:
+    """`StepFunctions` (see `seqc.backends.api`) over the jitted encoder and step graphs."""
+
     def __init__(self, program: StepProgram, params: dict[str, Any]) -> None:
         self.program = program
         self.params = {k: jnp.asarray(v) for k, v in params.items()}

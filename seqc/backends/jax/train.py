@@ -1,11 +1,14 @@
-"""Training and evaluation steps of a lowered model on JAX, each one `jax.jit`-compiled program.
+"""Training and evaluation steps of a compiled task on JAX, each one `jax.jit`-compiled program.
 
-The state is a plain pytree (params, optimizer state, step, rng) so that checkpoints hold exactly
-what a resumed run needs to continue bit for bit.
+A step runs the model's forward graph and then its criterion graph (`seqc.compiler.lower.
+criterion`) through the shared interpreter, inside one jit: one XLA program per step. The state
+is a plain pytree (params, optimizer state, step, rng) so that checkpoints hold exactly what a
+resumed run needs to continue bit for bit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -13,87 +16,97 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from seqc.backends.inputs import LABELS, input_fields
-from seqc.backends.jax.init import init_params
-from seqc.backends.jax.interpret import run_graph
-from seqc.backends.jax.loss import task_loss
-from seqc.backends.jax.ops import Ctx
-from seqc.backends.jax.optim import optimizer
+from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.backends.jax.optim import direction
+from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
-from seqc.compiler.values import CallValue
+from seqc.compiler.init import init_params
+from seqc.compiler.lower.criterion import named
 
 
 class JaxModel:
-    """A task's model, loss and optimizer, compiled for training and evaluation."""
+    """A task's model, criterion and optimizer, compiled for training and evaluation."""
 
     backend = "jax"
 
-    def __init__(self, graph: Graph, task: dict[str, Any], train: dict[str, Any]) -> None:
-        self.graph = graph
-        self.fields = input_fields(graph)
-        self.loss: CallValue = task["loss"]
+    def __init__(self, task: CompiledTask, train: Mapping[str, Any]) -> None:
+        self.task = task
+        self.graph = task.graph
         self.train_config = train
-        self.tx = optimizer(train, clip=False)  # clipped in the step, from the norm it logs
+        self.tx = direction(train)
         self.clip_norm = float(train.get("clip_norm", 0.0))
         self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
-        self._train_step = jax.jit(self._train_impl, donate_argnums=(0,), static_argnums=(2,))
-        self._eval_step = jax.jit(self._eval_impl, static_argnums=(2,))
+        self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
+        self._eval_step = jax.jit(self._eval_impl)
         self._logits = jax.jit(self._logits_impl)
 
     # ---------------------------------------------------------------- state
     def init(self, seed: int) -> dict[str, Any]:
-        params = init_params(self.graph, seed)
+        return self._state(init_params(self.graph, seed), seed)
+
+    def with_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return self._state(params, 0)
+
+    def _state(self, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        arrays = {k: jnp.asarray(v) for k, v in params.items()}
         return {
-            "params": params,
-            "opt_state": self.tx.init(params),
+            "params": arrays,
+            "opt_state": self.tx.init(arrays),
             "step": jnp.zeros((), jnp.int32),
             "rng": jax.random.PRNGKey(seed + 1),
         }
 
-    def inputs(self, arrays: dict[str, Any]) -> dict[str, Any]:
-        return {name: arrays[f] for name, f in self.fields.items()}
-
     def forward(
-        self, params: dict, arrays: dict, rng: jax.Array | None, training: bool
+        self, params: dict, arrays: Mapping[str, Any], rng: jax.Array | None, training: bool
     ) -> jax.Array:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
-        return run_graph(self.graph, params, self.inputs(arrays), ctx)[0]
+        return run_graph(self.graph, params, self.task.inputs(arrays), ctx)[0]
+
+    def criterion(self, graph: Graph, logits: jax.Array, arrays: Mapping[str, Any]) -> dict:
+        """The criterion graph's outputs by name (in float32 whatever the compute dtype)."""
+        outs = run_graph(graph, {}, self.task.criterion_inputs(logits, arrays), Ctx())
+        return named(outs)
 
     # ---------------------------------------------------------------- steps
-    def _objective(self, params: dict, arrays: dict, rng: jax.Array, task: str) -> tuple:
+    def _objective(self, params: dict, arrays: dict, rng: jax.Array) -> tuple:
         logits = self.forward(params, arrays, rng, training=True)
-        labels, mask = LABELS[task]
-        out = task_loss(self.loss, logits, arrays[labels], arrays[mask], accuracy=False)
+        out = self.criterion(self.task.train_criterion, logits, arrays)
         return out["loss"], out
 
-    def _train_impl(self, state: dict, arrays: dict, task: str) -> tuple[dict, dict]:
+    def _train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
         rng, step_rng = jax.random.split(state["rng"])
         grad_fn = jax.value_and_grad(self._objective, has_aux=True)
-        (_, metrics), grads = grad_fn(state["params"], arrays, step_rng, task)
+        (_, metrics), grads = grad_fn(state["params"], arrays, step_rng)
         norm = optax.tree.norm(grads)
         if self.clip_norm > 0.0:  # as optax.clip_by_global_norm, without a second norm pass
             scale = self.clip_norm / jnp.maximum(norm, self.clip_norm)
             grads = jax.tree.map(lambda g: g * scale.astype(g.dtype), grads)
         updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
-        params = jax.tree.map(lambda p, u: p + u, state["params"], updates)
+        # optax.scale_by_learning_rate, with the rate the host computed for this step
+        params = jax.tree.map(
+            lambda p, u: p + jnp.asarray(-lr, u.dtype) * u, state["params"], updates
+        )
         metrics = dict(metrics)
         metrics["grad_norm"] = norm
         new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "rng": rng}
         return new, metrics
 
-    def _eval_impl(self, params: dict, arrays: dict, task: str) -> dict:
+    def _eval_impl(self, params: dict, arrays: dict) -> dict:
         logits = self.forward(params, arrays, None, training=False)
-        labels, mask = LABELS[task]
-        return task_loss(self.loss, logits, arrays[labels], arrays[mask])
+        return self.criterion(self.task.eval_criterion, logits, arrays)
 
     def _logits_impl(self, params: dict, arrays: dict) -> jax.Array:
         return self.forward(params, arrays, None, training=False)
 
-    def train_step(self, state: dict, batch: Any) -> tuple[dict, dict]:
-        return self._train_step(state, dict(batch.arrays), batch.task)
+    def train_step(self, state: dict, batch: Any, lr: float) -> tuple[dict, dict]:
+        return self._train_step(state, dict(batch.arrays), np.float32(lr))
 
     def eval_step(self, params: dict, batch: Any) -> dict:
-        return self._eval_step(params, dict(batch.arrays), batch.task)
+        return self._eval_step(params, dict(batch.arrays))
 
-    def logits(self, params: dict, arrays: dict[str, np.ndarray]) -> jax.Array:
-        return self._logits(params, arrays)
+    def logits(self, params: dict, arrays: Mapping[str, np.ndarray]) -> jax.Array:
+        return self._logits(params, dict(arrays))
+
+    def decoder(self, params: Any, bos: int, eos: int, pad: int) -> None:
+        """None: JAX decodes on the host over the jitted forward (`seqc.run.decode`)."""
+        return None

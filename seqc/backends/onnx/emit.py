@@ -21,6 +21,8 @@ this keeps both runtimes on the same program. The body reads its weights from th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata as _metadata
 from typing import Any
 
@@ -28,16 +30,22 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from seqc.backends import interpret
 from seqc.backends.onnx.ops import DTYPES, OPS, Ctx, constant_dtype
 from seqc.compiler.graph import Graph, Op, Shape, TensorType
+from seqc.spec.errors import ExportError
+from seqc.spec.ir import Span
 
 MIN_OPSET = 17
 """`LayerNormalization` and `Shape(start, end)` are what the table needs."""
 
 
-class OnnxExportError(ValueError):
+@dataclass
+class OnnxExportError(ExportError):
     """An op graph or a model that cannot become (or is not) a valid ONNX model; the message
-    names the seqc op kind, layer path and spec location it concerns."""
+    names the seqc op kind and layer path, and the span points at the spec line."""
+
+    code: str = "onnx-export"
 
 
 def to_onnx(
@@ -90,7 +98,8 @@ def to_onnx(
     for pname in used:
         ctx.dtypes[pname] = _storage_dtype(graph.params[pname].type.dtype)
 
-    values = _emit(graph, ctx, inputs)
+    names = {name: name for name in graph.params}
+    values = interpret.evaluate(MACHINE, graph, names, inputs, ctx)
     output_infos = []
     ctx.op = None
     for out_name, value, vid in zip(outs, values, graph.outputs, strict=True):
@@ -117,35 +126,38 @@ def to_onnx(
 # ------------------------------------------------------------------------------ the walk
 
 
-def _emit(graph: Graph, ctx: Ctx, inputs: dict[str, str]) -> list[str]:
-    """The value names of `graph`'s outputs, after appending its ops' nodes to `ctx`."""
-    env: dict[int, str] = {}
-    for op in graph.ops:
-        ctx.op = op
-        ctx.in_types = [graph.ops[i].type for i in op.inputs]
-        args = [env[i] for i in op.inputs]
-        if op.kind == "input":
-            env[op.id] = inputs[op.attrs["name"]]
-            continue
-        if op.kind == "param":
-            env[op.id] = op.attrs["name"]
-            continue
-        if op.kind not in OPS and op.kind != "scan":
+class OnnxMachine(interpret.Machine):
+    """The ONNX emitter's hooks for the shared interpreter: values are ONNX value names (an
+    input's, a param's initializer's, a node's output), and running an op appends its nodes
+    to the graph under construction (`Ctx`)."""
+
+    name = "ONNX"
+    table = OPS
+
+    def apply(self, graph: Graph, op: Op, args: list[str], ctx: Ctx) -> str:
+        if op.kind not in OPS:
             raise OnnxExportError(
-                f"{_place(op)}: the ONNX backend has no emitter for primitive `{op.kind}`"
+                f"{_place(op)}: the ONNX backend has no emitter for primitive `{op.kind}`",
+                span=op.span,
             )
-        try:
-            if op.kind == "scan":
-                out = _scan(graph, op, args, ctx)
-            else:
-                out = OPS[op.kind](args, op.attrs, ctx)
-        except OnnxExportError:
-            raise
-        except Exception as e:  # an emitter's own failure, located for the user
-            raise OnnxExportError(f"{_place(op)}: {type(e).__name__}: {e}") from e
+        ctx.in_types = [graph.ops[i].type for i in op.inputs]
+        out = OPS[op.kind](args, op.attrs, ctx)
         ctx.dtypes.setdefault(out, _dtype(op))
-        env[op.id] = out
-    return [env[o] for o in graph.outputs]
+        return out
+
+    def scan(
+        self, graph: Graph, op: Op, args: list[str], params: Mapping[str, Any], ctx: Ctx
+    ) -> str:
+        ctx.in_types = [graph.ops[i].type for i in op.inputs]
+        out = _scan(graph, op, args, params, ctx)
+        ctx.dtypes.setdefault(out, _dtype(op))
+        return out
+
+    def error(self, op: Op, e: Exception) -> OnnxExportError:
+        return OnnxExportError(f"{_place(op)}: {type(e).__name__}: {e}", span=op.span)
+
+
+MACHINE = OnnxMachine()
 
 
 def _dtype(op: Op) -> str:
@@ -157,7 +169,7 @@ def _dtype(op: Op) -> str:
     return op.type.dtype
 
 
-def _scan(graph: Graph, op: Op, args: list[str], ctx: Ctx) -> str:
+def _scan(graph: Graph, op: Op, args: list[str], params: Mapping[str, Any], ctx: Ctx) -> str:
     """An ONNX `Scan` along axis 0 of time-first copies of the xs; its outputs are the final
     carries (unused: the seqc op's value is the ys) and the ys, put back batch-first."""
     body = graph.subgraphs[op.attrs["body"]]
@@ -167,7 +179,7 @@ def _scan(graph: Graph, op: Op, args: list[str], ctx: Ctx) -> str:
         x = ctx.node("Transpose", [ctx.cast(x, "float32")], perm=_swap01(t.rank))
         xs.append(_reverse_time(x, ctx) if reverse else x)
     carries = [ctx.cast(c, "float32") for c in args[n_xs:]]
-    proto = _body(op, body, ctx)
+    proto = _body(op, body, params, ctx)
     outs = ctx.node("Scan", [*carries, *xs], n_out=n_carries + 1, body=proto, num_scan_inputs=n_xs)
     ys = outs if n_carries == 0 else outs[-1]
     if reverse:
@@ -175,7 +187,7 @@ def _scan(graph: Graph, op: Op, args: list[str], ctx: Ctx) -> str:
     return ctx.node("Transpose", [ys], perm=_swap01(op.type.rank))
 
 
-def _body(op: Op, body: Graph, outer: Ctx) -> onnx.GraphProto:
+def _body(op: Op, body: Graph, params: Mapping[str, Any], outer: Ctx) -> onnx.GraphProto:
     """The scan body: inputs carries then one time step of each xs (ONNX's order), all in
     float32 (JAX casts them so); outputs new carries then the step's y."""
     n_xs, n_carries = op.attrs["n_xs"], op.attrs["n_carries"]
@@ -189,7 +201,7 @@ def _body(op: Op, body: Graph, outer: Ctx) -> onnx.GraphProto:
         input_infos.append(_value_info(inputs[key], t.dtype, t.shape))
         ctx.dtypes[inputs[key]] = t.dtype
         _bind(ctx, inputs[key], t)
-    values = _emit(body, ctx, inputs)
+    values = interpret.evaluate(MACHINE, body, params, inputs, ctx)
     ctx.op = op
     y, new = values[0], values[1:]
     out_names = [f"{prefix}out.c{i}" for i in range(n_carries)] + [f"{prefix}out.y"]
@@ -294,13 +306,14 @@ def check(model: onnx.ModelProto) -> onnx.ModelProto:
             model, check_type=True, strict_mode=True, data_prop=True
         )
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        raise OnnxExportError(_locate(model, str(e))) from e
+        message, span = _locate(model, str(e))
+        raise OnnxExportError(message, span=span) from e
 
 
 _DOC = re.compile(r"seqc `(?P<kind>[^`]+)` of layer `(?P<layer>[^`]+)`(?: at (?P<span>\S+))?")
 
 
-def _locate(model: onnx.ModelProto, message: str) -> str:
+def _locate(model: onnx.ModelProto, message: str) -> tuple[str, Span | None]:
     """The checker's message, led by the seqc op behind the node it names. A message that
     names no node (some checker errors do not) is narrowed by checking node by node."""
     if len(message) > 2000:
@@ -312,25 +325,38 @@ def _locate(model: onnx.ModelProto, message: str) -> str:
     detail = message.strip().splitlines()
     text = " | ".join(line.strip() for line in detail if line.strip())
     if not named:
-        return f"the ONNX gate rejected the model (no node could be singled out): {text}"
+        return f"the ONNX gate rejected the model (no node could be singled out): {text}", None
     # The first node the message names is the cause; later ones only lost their input types.
     # A name can be a prefix of another (`Relu_3`, `Relu_30`): the longer match wins a tie.
     node = min(named, key=lambda n: (message.find(n.name), -len(n.name)))
     node = _narrow(node, model, message)
     m = _DOC.search(node.doc_string)
+    span = None
     if m is None:
         where = f"node `{node.name}` ({node.op_type})"
     else:
-        span = f" at {m['span']}" if m["span"] else ""
+        span = _span(m["span"])
+        at = f" at {m['span']}" if m["span"] else ""
         where = (
-            f"seqc op `{m['kind']}` of layer `{m['layer']}`{span} "
+            f"seqc op `{m['kind']}` of layer `{m['layer']}`{at} "
             f"(node `{node.name}`, {node.op_type})"
         )
     return (
         f"the ONNX gate rejected {where}: {text}\n"
         "This is a bug in the ONNX emitter (seqc/backends/onnx) for that op kind, not in the "
         "spec: please report it with the layer above."
-    )
+    ), span
+
+
+def _span(text: str | None) -> Span | None:
+    """The Span of a `file:line:col` a node's doc string carries."""
+    if not text:
+        return None
+    file, _, rest = text.rpartition(":")
+    file, _, line = file.rpartition(":")
+    if not (line.isdigit() and rest.isdigit()):
+        return None
+    return Span(file=file, line=int(line), col=int(rest), end_line=int(line), end_col=int(rest))
 
 
 def _narrow(node: onnx.NodeProto, model: onnx.ModelProto, message: str) -> onnx.NodeProto:

@@ -433,3 +433,19 @@ def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> str:
         auto_pad=None if causal else "SAME_UPPER",
     )
     return ctx.node("Transpose", [y], perm=[0, 2, 1])
+
+
+@op("take_along")
+def _take_along(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """GatherElements over the last axis with the ids unsqueezed there, then squeezed back."""
+    x, ids = xs
+    axis = ctx.const(np.array([-1], np.int64))
+    picked = ctx.node("GatherElements", [x, ctx.node("Unsqueeze", [ids, axis])], axis=-1)
+    return ctx.node("Squeeze", [picked, axis])
+
+
+@op("argmax")
+def _argmax(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """ArgMax keeps the first of equal values, as JAX's does; ONNX gives int64."""
+    y = ctx.node("ArgMax", [xs[0]], axis=-1, keepdims=0)
+    return ctx.node("Cast", [y], to=DTYPES["int32"])

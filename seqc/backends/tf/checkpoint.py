@@ -4,16 +4,20 @@ Every variable the training step updates is saved, so a resumed run continues bi
 on JAX. `tf.train.CheckpointManager` writes the data and index files first and the `checkpoint`
 state file last, so a crash mid-write leaves the previous checkpoint as the latest one.
 Variables are tracked by layer path (`params/blocks.0.attn.q.w`), which is what lets
-`seqc.backends.weights` read a TF checkpoint without building the model.
+`read_weights` read a TF checkpoint without building the model.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
+from seqc.backends.api import Weights
+from seqc.backends.weights import unreadable
 from seqc.spec.errors import FileError, no_checkpoint
 
 PREFIX = "ckpt"
@@ -82,3 +86,49 @@ class TfCheckpoints:
 
     def close(self) -> None:
         self._manager = None
+
+
+_TF_KEY = re.compile(r"^params/(.+)/\.ATTRIBUTES/VARIABLE_VALUE$")
+
+
+def _unescape(name: str) -> str:
+    """TF's object-graph escaping: `.` is written `..` and `/` is written `.S`."""
+    out, i = [], 0
+    while i < len(name):
+        if name[i] == "." and i + 1 < len(name):
+            out.append("/" if name[i + 1] == "S" else name[i + 1])
+            i += 2
+        else:
+            out.append(name[i])
+            i += 1
+    return "".join(out)
+
+
+def read_weights(directory: Path, step: int | None = None) -> Weights:
+    if step is None:
+        latest = tf.train.latest_checkpoint(str(directory))
+        if latest is None:
+            raise no_checkpoint(directory)
+        step = int(latest.rsplit("-", 1)[1])
+    prefix = directory / f"{PREFIX}-{step}"
+    try:
+        reader = tf.train.load_checkpoint(str(prefix))
+        keys = reader.get_variable_to_shape_map()
+        params = {
+            _unescape(m.group(1)): np.asarray(reader.get_tensor(k))
+            for k in keys
+            if (m := _TF_KEY.match(k))
+        }
+    except Exception as e:
+        raise unreadable(prefix, e, step) from None
+    if not params:
+        raise unreadable(prefix, ValueError("no `params/...` variables in it"), step)
+    full = any(k.startswith("opt/") for k in keys)
+    return Weights("tf", step, params, directory, full)
+
+
+def write_weights(weights: Weights, directory: Path) -> None:
+    variables = {k: tf.Variable(v, name=k) for k, v in weights.params.items()}
+    ckpt = tf.train.Checkpoint(params=variables, step=tf.Variable(weights.step, dtype=tf.int32))
+    manager = tf.train.CheckpointManager(ckpt, str(directory), 1, checkpoint_name=PREFIX)
+    manager.save(checkpoint_number=weights.step)

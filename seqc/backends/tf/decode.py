@@ -22,27 +22,25 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.inputs import buffer_length
 from seqc.backends.tf.train import TfModel
-from seqc.compiler.values import CallValue
+from seqc.compiler.signature import buffer_length
+from seqc.resolve.values import CallValue
 
 KINDS = ("greedy", "sample", "beam")
 NEG_INF = float("-inf")
 
 
 class TfDecoder:
-    """Decodes with a `TfModel` for one task kind ("lm" or "seq2seq"), whole loops in-graph.
+    """Decodes with a `TfModel` (a language model or an encoder-decoder), whole loops in-graph.
 
     `params` is the model's dict of variables (read at every call, so a decoder made before
     training sees the trained values) or of arrays by layer path.
     """
 
     def __init__(
-        self, model: TfModel, params: Mapping[str, Any], task: str, bos: int, eos: int, pad: int
+        self, model: TfModel, params: Mapping[str, Any], bos: int, eos: int, pad: int
     ) -> None:
-        if task not in ("lm", "seq2seq"):
-            raise ValueError(f"task kind `{task}`: expected `lm` or `seq2seq`")
-        self.model, self.task = model, task
+        self.model, self.task = model, model.task.kind
         self.bos, self.eos, self.pad = bos, eos, pad
         # Arrays become tensors once; variables stay variables, read at each call.
         self.params = {

@@ -1,4 +1,5 @@
-"""One TensorFlow function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`).
+"""One TensorFlow function per primitive of the op graph (`seqc.compiler.graph.PRIMITIVES`), and
+the hooks the shared interpreter (`seqc.backends.interpret`) needs of TF (`MACHINE`).
 
 The mirror of `seqc.backends.jax.ops`, name for name: each takes the op's input tensors, its attrs
 and a `Ctx` (symbol sizes, rng seed, training flag), and returns one tensor. Where TF and JAX
@@ -10,13 +11,15 @@ erf form, and mixed-dtype binary ops promote as `graph._result_dtype` says inste
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends import interpret
 from seqc.backends.primitives import registrar
+from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
     "float32": tf.float32,
@@ -29,17 +32,15 @@ DTYPES = {
 
 
 @dataclass
-class Ctx:
-    """What an op needs besides its inputs: sizes of symbolic dims, randomness, the mode.
+class Ctx(interpret.Ctx):
+    """The interpreter's context, with TF's randomness and compute dtype.
 
     `rng` is a stateless TF seed (int32 or int64 tensor of shape [2]); each dropout folds a
     counter into it, so a traced `tf.function` draws fresh masks only when given a fresh seed.
     A dim is an int, or a scalar tensor when the input's shape is dynamic inside `tf.function`.
     """
 
-    dims: dict[str, Any] = field(default_factory=dict)
     rng: tf.Tensor | None = None
-    training: bool = False
     compute_dtype: tf.DType = tf.float32
     counter: int = 0
     portable: bool = False
@@ -279,3 +280,64 @@ def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
         x = tf.pad(x, [[0, 0], [w.shape[0] - 1, 0], [0, 0]])
         return tf.nn.conv1d(x, w, attrs["stride"], "VALID")
     return tf.nn.conv1d(x, w, attrs["stride"], "SAME")
+
+
+@op("take_along")
+def _take_along(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    x, ids = xs
+    ids = tf.cast(ids, tf.int32)
+    return tf.gather(x, ids[..., None], axis=-1, batch_dims=ids.shape.rank)[..., 0]
+
+
+@op("argmax")
+def _argmax(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    return tf.argmax(xs[0], axis=-1, output_type=tf.int32)
+
+
+# ------------------------------------------------------------------------------ the machine
+
+
+class TfMachine(interpret.Machine):
+    """TF's hooks: inputs as tensors (copied onto their device under a placement), float32
+    params in the compute dtype, dims unknown at trace time read with `tf.shape`, ops pinned
+    with `tf.device`, scans as `tf.while_loop`s (`seqc.backends.tf.scan`)."""
+
+    name = "TensorFlow"
+    table = OPS
+
+    def rank(self, value: Any) -> int:
+        return int(tf.convert_to_tensor(value).shape.rank)
+
+    def dim(self, value: Any, axis: int) -> Any:
+        return _dim(tf.convert_to_tensor(value), axis)
+
+    def input(self, value: Any, op: Op, ctx: Ctx) -> tf.Tensor:
+        x = tf.convert_to_tensor(value)
+        return tf.identity(x) if ctx.placed else x
+
+    def param(self, value: Any, op: Op, ctx: Ctx) -> tf.Tensor:
+        p = tf.convert_to_tensor(value)
+        return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
+
+    def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> tf.Tensor:
+        from seqc.backends.tf.scan import scan
+
+        return scan(self, graph, op, args, params, ctx)
+
+    def device(self, device: Any) -> Any:
+        return tf.device(device) if device else super().device(device)
+
+
+MACHINE = TfMachine()
+
+
+def run_graph(
+    graph: Graph,
+    params: Any,
+    inputs: dict[str, Any],
+    ctx: Ctx | None = None,
+    placement: dict[int, str] | None = None,
+) -> list[tf.Tensor]:
+    """The graph's outputs on TF (trace it inside `tf.function` to compile it); `placement`
+    maps op ids to TF device names (`/device:CPU:1`)."""
+    return interpret.run(MACHINE, graph, params, inputs, ctx or Ctx(), placement)

@@ -1,23 +1,25 @@
-"""Optimizers and learning-rate schedules from a resolved `train` block, on `tf.Variable`s.
+"""The update rules of a resolved `train` block on `tf.Variable`s, as optax computes them.
 
-The mirror of `seqc.backends.jax.optim`: the update equations are optax's, written out in TF,
-not Keras' optimizers (Keras puts Adam's epsilon inside the bias correction and counts steps
-from 1, so the same hyperparameters give other steps). Each schedule is a function of the
-update count (int32, from 0), as an optax schedule is, computed in float32.
+Why a port of optax rather than Keras' optimizers: from the same params the TF backend must take
+the same steps as the JAX backend (the parity tests check it to float32 roundoff), and Keras'
+update equations differ (Adam's epsilon inside the bias correction, steps counted from 1), so
+the same hyperparameters would train another model. Each rule below names the optax
+transformation it mirrors; keep them in step with `seqc.backends.jax.optim`.
+
+As on JAX, the rule stops short of the learning rate: `apply` takes the rate the host computed
+for this step (`seqc.run.schedule`), so schedules exist once.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from seqc.compiler.values import CallValue
+from seqc.resolve.values import CallValue
+from seqc.spec.errors import CheckError
 
-Schedule = Callable[[tf.Tensor], tf.Tensor]
 SLOTS: dict[str, tuple[str, ...]] = {
     "adam": ("mu", "nu"),
     "adamw": ("mu", "nu"),
@@ -30,109 +32,6 @@ SLOTS: dict[str, tuple[str, ...]] = {
 
 def _f(count: Any) -> tf.Tensor:
     return tf.cast(count, tf.float32)
-
-
-def _linear(init: float, end: float, steps: int) -> Schedule | float:
-    """optax.linear_schedule (a polynomial schedule of power 1)."""
-    if steps <= 0:
-        return init
-
-    def linear(count: tf.Tensor) -> tf.Tensor:
-        c = tf.clip_by_value(tf.cast(count, tf.int32), 0, steps)
-        frac = 1.0 - _f(c) / float(steps)
-        return (init - end) * frac + end
-
-    return linear
-
-
-def _cosine(init: float, steps: int, alpha: float) -> Schedule:
-    """optax.cosine_decay_schedule with exponent 1."""
-    if steps <= 0:
-        raise ValueError(f"the cosine schedule needs positive decay steps, got {steps}")
-
-    def cosine(count: tf.Tensor) -> tf.Tensor:
-        c = tf.minimum(_f(count), float(steps))
-        decay = 0.5 * (1.0 + tf.cos(math.pi * c / float(steps)))
-        return init * ((1.0 - alpha) * decay + alpha)
-
-    return cosine
-
-
-def _call(s: Schedule | float, count: tf.Tensor) -> tf.Tensor:
-    return s(count) if callable(s) else tf.constant(s, tf.float32)
-
-
-def _join(first: Schedule | float, second: Schedule | float, boundary: int) -> Schedule:
-    """optax.join_schedules for two pieces: the second sees the count less the boundary."""
-
-    def joined(count: tf.Tensor) -> tf.Tensor:
-        count = tf.cast(count, tf.int32)
-        return tf.where(count < boundary, _call(first, count), _call(second, count - boundary))
-
-    return joined
-
-
-def schedule(lr: Any, total_steps: int) -> Schedule | float:
-    """A float, or a schedule call: constant, warmup_rsqrt, linear_warmup, cosine, ..."""
-    if not isinstance(lr, CallValue):
-        return float(lr)
-    a = lr.args
-    if lr.kind == "constant":
-        return float(a["value"])
-    if lr.kind == "warmup_rsqrt":
-        peak, warmup = float(a["peak"]), max(int(a["warmup"]), 1)
-
-        def rsqrt(step: tf.Tensor) -> tf.Tensor:
-            s = _f(tf.maximum(tf.cast(step, tf.int32) + 1, 1))
-            return peak * tf.minimum(s / float(warmup), tf.sqrt(float(warmup) / s))
-
-        return rsqrt
-    if lr.kind == "linear_warmup":
-        return _linear(0.0, float(a["peak"]), max(int(a["warmup"]), 1))
-    if lr.kind in ("cosine", "linear_decay"):
-        warmup = int(a["warmup"])
-        decay = int(a["decay_steps"]) if a.get("decay_steps") else max(total_steps - warmup, 1)
-        peak, final = float(a["peak"]), float(a["final"])
-        if lr.kind == "cosine":  # optax.warmup_cosine_decay_schedule
-            alpha = 0.0 if peak == 0.0 else final / peak
-            return _join(
-                _linear(0.0 if warmup else peak, peak, warmup), _cosine(peak, decay, alpha), warmup
-            )
-        tail = _linear(peak, final, decay)
-        if not warmup:
-            return tail
-        return _join(_linear(0.0, peak, warmup), tail, warmup)
-    if lr.kind == "exponential":
-        init, every, rate = float(a["initial"]), int(a["every"]), float(a["rate"])
-        staircase = bool(a["staircase"])
-        if every <= 0 or rate == 0.0:
-            return init
-
-        def exponential(count: tf.Tensor) -> tf.Tensor:
-            c = tf.cast(count, tf.int32)
-            p = _f(c) / float(every)
-            if staircase:
-                p = tf.floor(p)
-            return tf.where(c <= 0, init, init * tf.pow(rate, p))
-
-        return exponential
-    if lr.kind == "piecewise":
-        values = [float(v) for v in a["values"]]
-        bounds = [int(b) for b in a["boundaries"]]
-        scales = {b: values[i + 1] / values[i] if values[i] else 0.0 for i, b in enumerate(bounds)}
-        if any(s < 0.0 for s in scales.values()):
-            raise ValueError("the piecewise schedule expects non-negative scale factors")
-
-        def piecewise(count: tf.Tensor) -> tf.Tensor:  # optax.piecewise_constant_schedule
-            c = tf.cast(count, tf.int32)
-            v = tf.constant(values[0], tf.float32)
-            for boundary, scale in sorted(scales.items()):
-                indicator = tf.maximum(0.0, _f(tf.sign(boundary - c)))
-                v = v * indicator + (1.0 - indicator) * scale * v
-            return v
-
-        return piecewise
-    raise ValueError(f"schedule {lr.kind} has no TensorFlow implementation")
 
 
 ADAFACTOR_EPS = 1e-30
@@ -162,11 +61,20 @@ class Optimizer:
     def __init__(self, train: dict[str, Any]) -> None:
         opt: CallValue = train["optimizer"]
         if opt.kind not in SLOTS:
-            raise ValueError(f"optimizer {opt.kind} has no TensorFlow implementation yet")
+            raise CheckError(
+                f"optimizer `{opt.kind}` has no TensorFlow implementation yet",
+                code="not-implemented",
+                expected=", ".join(SLOTS),
+                found=opt.kind,
+                hint="train on JAX (--backend jax), or choose another optimizer",
+            )
         if int(train.get("accumulate", 1)) > 1:
-            raise ValueError("gradient accumulation has no TensorFlow implementation yet")
+            raise CheckError(
+                "gradient accumulation has no TensorFlow implementation yet",
+                code="not-implemented",
+                hint="train on JAX (--backend jax), or set train.accumulate = 1",
+            )
         self.kind, self.args = opt.kind, dict(opt.args)
-        self.lr = schedule(self.args["lr"], int(train["steps"]))
         self.count: tf.Variable | None = None
         self.slots: dict[str, dict[str, tf.Variable]] = {}
 
@@ -216,15 +124,14 @@ class Optimizer:
             for v in vs.values():
                 v.assign(tf.fill(v.shape, tf.constant(init if slot == "sum" else 0.0, v.dtype)))
 
-    def lr_now(self) -> tf.Tensor:
-        assert self.count is not None
-        return _call(self.lr, self.count)
-
-    def apply(self, grads: dict[str, tf.Tensor], params: dict[str, tf.Variable]) -> None:
+    def apply(
+        self, grads: dict[str, tf.Tensor], params: dict[str, tf.Variable], lr: tf.Tensor
+    ) -> None:
+        """One update at rate `lr` (optax.scale_by_learning_rate: params - lr * direction)."""
         assert self.count is not None
         a = self.args
         count_inc = self.count + 1  # optax's safe_increment, short of int32 overflow
-        step_size = -self.lr_now()
+        step_size = -lr
         for name, p in params.items():
             g = grads[name]
             if self.kind in ("adam", "sgd") and a["weight_decay"]:
@@ -308,9 +215,3 @@ class Optimizer:
 def optimizer(train: dict[str, Any]) -> Optimizer:
     """The update rule of a resolved `train` block; clipping is the caller's, as on JAX."""
     return Optimizer(train)
-
-
-def lr_at(train: dict[str, Any], step: int) -> float:
-    lr = schedule(train["optimizer"].args["lr"], int(train["steps"]))
-    value = float(lr(tf.constant(step, tf.int32))) if callable(lr) else lr
-    return value if not math.isnan(value) else 0.0

@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.tf.interpret import run_graph
-from seqc.backends.tf.ops import DTYPES, Ctx
+from seqc.backends.tf.ops import DTYPES, Ctx, run_graph
 from seqc.compiler.graph import Graph
 
 FORWARD_SIGNATURES = ("serving_default", "logits", "log_probs")

@@ -53,6 +53,7 @@ that explanation (see `_hint`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,7 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from seqc.backends.tflite.flatbuffer import float_compute
+from seqc.spec.errors import ExportError
 
 QUANTIZE = ("none", "dynamic", "fp16", "int8")
 
@@ -72,25 +74,18 @@ Representative = Callable[[], Iterable[Sample]]
 Samples = Callable[[], Iterator[tuple[str, Feeds]]]  # the converter's representative_dataset
 
 
-class TfliteConversionError(ValueError):
+@dataclass
+class TfliteConversionError(ExportError):
     """A SavedModel that could not be turned into a TFLite model, said in a few lines.
 
     `signature` and `ops` name what failed (when the converter says); `details` keeps the
     converter's own text for whoever needs the full story.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        signature: str | None = None,
-        ops: tuple[str, ...] = (),
-        details: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.signature = signature
-        self.ops = ops
-        self.details = details
+    code: str = "tflite-conversion"
+    signature: str | None = None
+    ops: tuple[str, ...] = ()
+    details: str = ""
 
 
 def signature_inputs(saved_model_dir: Path) -> dict[str, dict[str, tf.TensorSpec]]:

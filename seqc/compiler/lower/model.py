@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from seqc.compiler.graph import Dim, Graph, GraphBuilder, Shape, TensorType
-from seqc.compiler.layers import LayerInstance
 from seqc.compiler.lower.call import LOWERINGS, LayerCall
+from seqc.resolve.layers import LayerInstance
 from seqc.spec import ir
 from seqc.spec.errors import CheckError
 

@@ -16,15 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from seqc.compiler.layers import (
+from seqc.resolve.layers import (
     LayerInstance,
     check_layers,
     instantiate,
     layer_context,
     layer_kind_spec,
 )
-from seqc.compiler.program import Program
-from seqc.compiler.values import (
+from seqc.resolve.program import Program
+from seqc.resolve.values import (
     CallValue,
     Context,
     Raw,
@@ -59,6 +59,8 @@ class Origin(BaseModel):
 
     kind: str
     where: str = ""
+    span: ir.Span | None = None
+    """The line that set it (spec values), for errors found after resolution."""
 
     def __str__(self) -> str:
         return "default" if self.kind == "default" else self.where
@@ -99,6 +101,11 @@ class ResolvedExperiment(BaseModel):
             if found is not None:
                 return found
         return DEFAULT
+
+    def span(self, path: str) -> ir.Span | None:
+        """The spec line that set `path` (or the nearest enclosing value); None for defaults
+        and `--set` overrides. Errors found after resolution point here."""
+        return self.origin(path).span
 
     def leaves(self) -> list[tuple[str, Any]]:
         """Every leaf value with its dotted path, in a stable order."""
@@ -217,7 +224,9 @@ class Resolver:
     def _body_stmts(self, body: ir.Body, prefix: tuple[str, ...]) -> list[_Stmt]:
         out: list[_Stmt] = []
         for item in body.items:
-            where = Origin(kind="spec", where=str(item.span)) if item.span else DEFAULT
+            where = (
+                Origin(kind="spec", where=str(item.span), span=item.span) if item.span else DEFAULT
+            )
             if isinstance(item, ir.Assign):
                 out.append(_Stmt(prefix + item.path, item.value, item.span, where))
             elif isinstance(item, ir.Block):
@@ -672,7 +681,7 @@ def _assignments(body: ir.Body, head: tuple[str, ...], what: str) -> list[_Stmt]
                 span=item.span,
                 code=f"bad-{what}-item",
             )
-        origin = Origin(kind="spec", where=str(item.span))
+        origin = Origin(kind="spec", where=str(item.span), span=item.span)
         out.append(_Stmt((*head, *item.path), item.value, item.span, origin))
     return out
 

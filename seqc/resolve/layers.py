@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from seqc.compiler.arguments import match_arguments, missing_param
-from seqc.compiler.values import (
+from seqc.resolve.arguments import match_arguments, missing_param
+from seqc.resolve.values import (
     CallValue,
     Context,
     Raw,

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from seqc.compiler.arguments import match_arguments, missing_param
+from seqc.resolve.arguments import match_arguments, missing_param
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec

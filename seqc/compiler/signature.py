@@ -1,13 +1,18 @@
 """Which batch field feeds which forward input, and which fields are a task's labels.
 
-Shared by every backend: the data layer names its fields once (`seqc.data.batch`), and a model's
-forward names its inputs; this table is the only place the two meet.
+The data layer names its fields once (`seqc.data.batch`), and a model's forward names its inputs;
+this table is the only place the two meet. It is the compiler's: every backend, the decoders and
+the exporters read a compiled task's `fields` rather than matching names themselves.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from seqc.compiler.graph import Graph
 from seqc.spec.errors import CheckError
+
+TaskKind = Literal["lm", "seq2seq"]
 
 # Which batch field feeds a forward input of a given name (see seqc.data.batch).
 INPUT_FIELDS = {
@@ -26,7 +31,8 @@ INPUT_FIELDS = {
     "target_mask": "tgt_mask",
     "mask": "mask",
 }
-LABELS = {"lm": ("targets", "mask"), "seq2seq": ("tgt_out", "tgt_mask")}
+LABELS: dict[str, tuple[str, str]] = {"lm": ("targets", "mask"), "seq2seq": ("tgt_out", "tgt_mask")}
+"""The (labels, mask) batch fields of each task kind."""
 
 
 def input_fields(graph: Graph) -> dict[str, str]:
@@ -43,6 +49,11 @@ def input_fields(graph: Graph) -> dict[str, str]:
             )
         out[name] = INPUT_FIELDS[name]
     return out
+
+
+def task_kind(fields: dict[str, str]) -> TaskKind:
+    """A model that reads a source is an encoder-decoder; any other predicts its own input."""
+    return "seq2seq" if "src" in fields.values() else "lm"
 
 
 DECODE_BUCKET = 16

@@ -1,0 +1,204 @@
+"""The contract between the run commands (`seqc.run`) and a backend.
+
+`seqc.run` drives training, evaluation, decoding and export through these Protocols only, and
+finds backends through `seqc.backends.registry`; it never imports a backend package. A backend
+implements them inside its own folder (`seqc/backends/<name>/backend.py`), so a new backend,
+or a new run mode, is added in one place:
+
+- `Backend` (a training backend: JAX, TF): builds a `Model` from a compiled task, stores and
+  reads checkpoints (`CheckpointStore`, `Weights`), runs any op graph once (`run`), and gives
+  the `StepFunctions` of an encoder and decoder-step program;
+- `Model`: the train and eval steps of one task, its params, and (optionally) a decoder of its
+  own (TF decodes inside one graph);
+- `ArtifactFormat` (ONNX, TFLite, SavedModel): builds a deployment artifact from an
+  `ExportJob` and loads one back as `StepFunctions`.
+
+Values crossing the contract are numpy arrays (weights by layer path, feeds and fetches) or
+opaque to the caller (a model's state, which only its backend reads). Learning rates are
+computed on the host (`seqc.run.schedule`) and given to each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from seqc.compiler.compile import CompiledTask
+from seqc.compiler.graph import Graph
+from seqc.compiler.incremental import StepProgram
+from seqc.compiler.step_signature import StepSignature
+
+State = dict[str, Any]
+"""A model's training state: `params` (by layer path), optimizer state, step, rng. Opaque to
+the run commands except `state["params"]` and `state["step"]`."""
+
+Arrays = Mapping[str, np.ndarray]
+Placement = Mapping[int, int]
+"""Op id of the forward graph -> device index of a placement plan (0, 1, ...)."""
+
+
+@dataclass
+class Weights:
+    """A checkpoint's weights by layer path, whichever backend wrote it."""
+
+    backend: str
+    step: int
+    params: dict[str, np.ndarray]
+    path: Path
+    full_state: bool
+    """True when the checkpoint holds the optimizer state too (a run can resume from it)."""
+
+
+class Generator(Protocol):
+    """Generates token ids: greedy, sampling or beam search (`seqc.run.decode.Decoder`)."""
+
+    def generate(
+        self,
+        strategy: Any,
+        prompt: list[int],
+        src: list[int] | None = None,
+        seed: int = 0,
+        stop_at_eos: bool = True,
+    ) -> list[int]: ...
+
+
+class Model(Protocol):
+    """One task's model, criterion and optimizer on a backend, compiled."""
+
+    backend: str
+    task: CompiledTask
+
+    def init(self, seed: int) -> State:
+        """A fresh state: params from `seqc.compiler.init` (the same on every backend)."""
+        ...
+
+    def with_params(self, params: Arrays) -> State:
+        """A fresh state whose params are these arrays (a fresh optimizer)."""
+        ...
+
+    def train_step(self, state: State, batch: Any, lr: float) -> tuple[State, Mapping[str, Any]]:
+        """One update at learning rate `lr`; metrics `loss`, `nll_sum`, `tokens`, `grad_norm`
+        (backend values: read them with `fetch`, which waits for the step)."""
+        ...
+
+    def eval_step(self, params: Any, batch: Any) -> Mapping[str, Any]:
+        """`loss`, `nll_sum`, `tokens`, `correct` of a batch (see `lower.criterion`)."""
+        ...
+
+    def logits(self, params: Any, arrays: Arrays) -> Any:
+        """The forward graph's logits for a batch's arrays, no dropout."""
+        ...
+
+    def decoder(self, params: Any, bos: int, eos: int, pad: int) -> Generator | None:
+        """A decoder of the backend's own, or None to decode on the host over `logits`."""
+        ...
+
+
+class CheckpointStore(Protocol):
+    """Numbered checkpoints of a model's whole state in one folder, written atomically."""
+
+    directory: Path
+
+    def save(self, step: int, state: State) -> None: ...
+
+    def latest(self) -> int | None: ...
+
+    def restore(self, like: State, step: int | None = None) -> State:
+        """The state of checkpoint `step` (the latest by default), shaped like `like`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class StepFunctions(Protocol):
+    """An encoder and a decoder step with explicit caches: numpy in, numpy out."""
+
+    def encode(self, feeds: Arrays) -> dict[str, np.ndarray]: ...
+
+    def step(self, feeds: Arrays) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+
+
+class Backend(Protocol):
+    """A training backend."""
+
+    name: str
+    """Its `--backend` name: `jax`, `tf`."""
+    title: str
+    """Its name in messages: `JAX`, `TensorFlow`."""
+    places_ops: bool
+    """Whether `model(..., placement=...)` runs each op on its planned device."""
+
+    def model(
+        self,
+        task: CompiledTask,
+        train: Mapping[str, Any],
+        *,
+        placement: Placement | None = None,
+        jit_compile: bool = False,
+    ) -> Model: ...
+
+    def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore: ...
+
+    def wrote(self, directory: Path) -> bool:
+        """Whether the checkpoints in this folder are this backend's."""
+        ...
+
+    def read_weights(self, directory: Path, step: int | None = None) -> Weights: ...
+
+    def write_weights(self, weights: Weights, directory: Path) -> None:
+        """A weights-only checkpoint (params and step) in this backend's format."""
+        ...
+
+    def run(self, graph: Graph, params: Arrays, inputs: Arrays) -> list[np.ndarray]:
+        """The graph's outputs, compiled once per graph and input shapes (inference mode)."""
+        ...
+
+    def step_functions(self, program: StepProgram, params: Arrays) -> StepFunctions: ...
+
+
+@dataclass
+class ExportJob:
+    """What an artifact format needs to build an artifact of one trained model."""
+
+    graph: Graph
+    """The model's forward graph."""
+    params: dict[str, np.ndarray]
+    program: StepProgram
+    signature: StepSignature
+    metadata: dict[str, str]
+    """Experiment and task names, for formats that carry metadata in the model file."""
+    calibration: Callable[[str], list[dict[str, np.ndarray]]]
+    """Real feeds of the `encoder` or the `step` graph (dev data run through the reference
+    backend's step functions), for static quantization and representative datasets."""
+
+
+class ArtifactFormat(Protocol):
+    """A deployment format: how to build an artifact folder and run one."""
+
+    name: str
+    quantize: tuple[str, ...]
+    """The quantization modes it has, `none` first."""
+    model_files: tuple[str, ...]
+    """The files (or folders) of an artifact that hold the model, for its size."""
+
+    def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
+        """Write the model files into `folder` (`work` is scratch space); returns extra
+        figures for the manifest."""
+        ...
+
+    def runtime(self, folder: Path, signature: StepSignature) -> StepFunctions: ...
+
+    def stamp(self, folder: Path, props: Mapping[str, str]) -> None:
+        """Write `props` (the manifest, the frozen spec, the tokenizer, as text) into the
+        model files themselves where the format has room for metadata, so a model file that
+        travels alone still says what it is; a no-op otherwise."""
+        ...
+
+
+def fetch(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Metrics of a step (device arrays or tensors) as numpy values; waits for the step."""
+    return {k: np.asarray(v) for k, v in tree.items()}

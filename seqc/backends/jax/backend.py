@@ -1,0 +1,91 @@
+"""The JAX backend behind the contract of `seqc.backends.api`.
+
+JAX compiles a whole training step into one XLA program for one device, so it does not run a
+placement plan op by op (`places_ops` is False); the run commands refuse such a plan at the
+spec's placement line and point at the TF backend. Frameworks load on first use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seqc.backends.api import CheckpointStore, Model, Placement, StepFunctions, Weights
+from seqc.compiler.compile import CompiledTask
+from seqc.compiler.graph import Graph
+from seqc.compiler.incremental import StepProgram
+from seqc.spec.errors import DeviceError
+
+
+class JaxBackend:
+    name = "jax"
+    title = "JAX"
+    places_ops = False
+
+    def __init__(self) -> None:
+        self._compiled: dict[int, tuple[Graph, Any]] = {}
+
+    def model(
+        self,
+        task: CompiledTask,
+        train: Mapping[str, Any],
+        *,
+        placement: Placement | None = None,
+        jit_compile: bool = False,
+    ) -> Model:
+        from seqc.backends.jax.train import JaxModel
+
+        if placement and len(set(placement.values())) > 1:
+            raise DeviceError(
+                "the JAX backend runs a step as one program on one device; it cannot run a "
+                "placement plan over several",
+                code="cannot-place",
+                hint="train with --backend tf",
+            )
+        return JaxModel(task, train)
+
+    def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
+        from seqc.backends.jax.checkpoint import Checkpoints
+
+        return Checkpoints(directory, keep)
+
+    def wrote(self, directory: Path) -> bool:
+        return directory.is_dir() and any(
+            p.is_dir() and p.name.isdigit() for p in directory.iterdir()
+        )
+
+    def read_weights(self, directory: Path, step: int | None = None) -> Weights:
+        from seqc.backends.jax.checkpoint import read_weights
+
+        return read_weights(directory, step)
+
+    def write_weights(self, weights: Weights, directory: Path) -> None:
+        from seqc.backends.jax.checkpoint import write_weights
+
+        write_weights(weights, directory)
+
+    def run(
+        self, graph: Graph, params: Mapping[str, np.ndarray], inputs: Mapping[str, np.ndarray]
+    ) -> list[np.ndarray]:
+        import jax
+
+        from seqc.backends.jax.ops import run_graph
+
+        key = id(graph)
+        if key not in self._compiled:
+            self._compiled[key] = (graph, jax.jit(lambda p, x: run_graph(graph, p, x)))
+        fn = self._compiled[key][1]
+        return [np.asarray(v) for v in fn(dict(params), dict(inputs))]
+
+    def step_functions(
+        self, program: StepProgram, params: Mapping[str, np.ndarray]
+    ) -> StepFunctions:
+        from seqc.backends.jax.step import JaxStepFunctions
+
+        return JaxStepFunctions(program, dict(params))
+
+
+BACKEND = JaxBackend()

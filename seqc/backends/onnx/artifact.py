@@ -1,0 +1,100 @@
+"""The ONNX artifact format: `encoder.onnx` (encoder-decoders only) and `step.onnx`.
+
+Built from the op graphs by `seqc.backends.onnx.emit`, gated by the ONNX checker and strict
+shape inference, quantized by `seqc.backends.onnx.quantize`; run by onnxruntime (`OnnxSteps`).
+A second runtime, `onnx.reference`, must agree with onnxruntime on one step of the float model
+(its error goes into the manifest): it separates an emitter bug from an onnxruntime kernel quirk.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from seqc.backends.api import ExportJob
+from seqc.backends.onnx.emit import check, to_onnx
+from seqc.backends.onnx.runtime import Session, reference_run
+from seqc.compiler.step_signature import StepSignature
+
+
+class OnnxSteps:
+    """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx`."""
+
+    def __init__(self, folder: Path, sig: StepSignature) -> None:
+        enc = folder / "encoder.onnx"
+        self.encoder = Session(enc) if enc.exists() else None
+        self.stepper = Session(folder / "step.onnx")
+        self.encoder_outputs = list(sig.encoder_outputs)
+        self.caches = list(sig.caches)
+
+    def encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.encoder is None:
+            return {}
+        return dict(zip(self.encoder_outputs, self.encoder.run(feeds), strict=True))
+
+    def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        logits, *caches = self.stepper.run(feeds)
+        return logits, dict(zip(self.caches, caches, strict=True))
+
+
+class OnnxFormat:
+    name = "onnx"
+    quantize = ("none", "dynamic", "int8")
+    model_files = ("encoder.onnx", "step.onnx")
+
+    def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
+        program = job.program
+        graphs = [("step", program.step, list(program.step_outputs))]
+        if program.encoder is not None:
+            graphs.insert(0, ("encoder", program.encoder, list(program.encoder_outputs)))
+        for name, graph, outputs in graphs:
+            model = to_onnx(
+                graph, job.params, name=f"seqc_{name}", output_names=outputs, metadata=job.metadata
+            )
+            check(model)
+            fp32 = work / f"{name}.onnx"
+            onnx.save(model, str(fp32))
+            target = folder / f"{name}.onnx"
+            if quantize == "none":
+                shutil.copy2(fp32, target)
+            elif quantize == "dynamic":
+                from seqc.backends.onnx.quantize import quantize_dynamic
+
+                quantize_dynamic(fp32, target)
+            else:
+                from seqc.backends.onnx.quantize import quantize_static
+
+                quantize_static(fp32, target, job.calibration(name))
+        # onnx's reference evaluator against onnxruntime on one step of the float model (the
+        # evaluator has no int8 kernels at this opset).
+        feeds = job.calibration("step")[0]
+        got = Session(work / "step.onnx").run(feeds)
+        want = reference_run(onnx.load(str(work / "step.onnx")), feeds)
+        err = max(
+            float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+            for a, b in zip(got, want, strict=True)
+        )
+        return {"reference_evaluator_err": err}
+
+    def runtime(self, folder: Path, signature: StepSignature) -> OnnxSteps:
+        return OnnxSteps(folder, signature)
+
+    def stamp(self, folder: Path, props: Mapping[str, str]) -> None:
+        """Into each file's `metadata_props` (metadata does not change what the graph
+        computes, so the figures measured on the unstamped files stay valid)."""
+        for path in sorted(folder.glob("*.onnx")):
+            model = onnx.load(str(path))
+            kept = [m for m in model.metadata_props if m.key not in props]
+            del model.metadata_props[:]
+            model.metadata_props.extend(kept)
+            for key, value in props.items():
+                model.metadata_props.add(key=key, value=value)
+            onnx.save(model, str(path))
+
+
+FORMAT = OnnxFormat()

@@ -1,0 +1,56 @@
+"""The SavedModel artifact format: `saved_model/` with forward, `encode` and `step` signatures
+(`seqc.backends.tf.savedmodel`), run by the TF runtime (`SavedModelSteps`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from seqc.backends.api import ExportJob
+from seqc.backends.tf.savedmodel import export_savedmodel
+from seqc.compiler.step_signature import StepSignature
+
+
+class SavedModelSteps:
+    """`StepFunctions` over a SavedModel's `encode` and `step` signatures."""
+
+    def __init__(self, folder: Path, sig: StepSignature) -> None:
+        self.model = tf.saved_model.load(str(folder / "saved_model"))
+        self.has_encoder = bool(sig.encoder_inputs)
+        self.caches = list(sig.caches)
+
+    def _call(self, name: str, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        fn = self.model.signatures[name]
+        out = fn(**{k: tf.convert_to_tensor(v) for k, v in feeds.items()})
+        return {k: v.numpy() for k, v in out.items()}
+
+    def encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self._call("encode", feeds) if self.has_encoder else {}
+
+    def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        out = self._call("step", feeds)
+        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+
+
+class SavedModelFormat:
+    name = "savedmodel"
+    quantize = ("none",)
+    model_files = ("saved_model",)
+
+    def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
+        export_savedmodel(job.graph, job.params, folder / "saved_model", {}, job.program)
+        return {}
+
+    def runtime(self, folder: Path, signature: StepSignature) -> SavedModelSteps:
+        return SavedModelSteps(folder, signature)
+
+    def stamp(self, folder: Path, props: Mapping[str, str]) -> None:
+        """The SavedModel's own `assets.extra` holds what `export_savedmodel` wrote; the
+        manifest beside it says the rest."""
+
+
+FORMAT = SavedModelFormat()

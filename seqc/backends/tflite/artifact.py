@@ -1,0 +1,64 @@
+"""The TFLite (LiteRT) artifact format: `model.tflite` with `encode` (encoder-decoders only) and
+`step` signatures, converted from the TF backend's SavedModel in one of four modes and run by
+the `ai_edge_litert` interpreter (`TfliteSteps`). Full int8 calibrates each signature on its own
+real feeds (the export job's calibration data)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from seqc.backends.api import ExportJob
+from seqc.backends.tflite.runtime import TfliteRunner
+from seqc.compiler.step_signature import StepSignature
+
+
+class TfliteSteps:
+    """`StepFunctions` over the LiteRT interpreter's `encode` and `step` signatures."""
+
+    def __init__(self, folder: Path, sig: StepSignature) -> None:
+        self.runner = TfliteRunner(folder / "model.tflite")
+        self.has_encoder = bool(sig.encoder_inputs)
+        self.caches = list(sig.caches)
+
+    def encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.runner.run(dict(feeds), signature="encode") if self.has_encoder else {}
+
+    def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        out = self.runner.run(dict(feeds), signature="step")
+        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+
+
+class TfliteFormat:
+    name = "tflite"
+    quantize = ("none", "dynamic", "fp16", "int8")
+    model_files = ("model.tflite",)
+
+    def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
+        from seqc.backends.tf.savedmodel import export_savedmodel
+        from seqc.backends.tflite.convert import convert
+
+        saved = export_savedmodel(job.graph, job.params, work / "sm", {}, job.program)
+        keys = ["encode", "step"] if job.program.encoder is not None else ["step"]
+
+        def representative() -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+            for name, key in (("encoder", "encode"), ("step", "step")):
+                if key in keys:
+                    for feeds in job.calibration(name):
+                        yield key, feeds
+
+        rep = representative if quantize == "int8" else None
+        (folder / "model.tflite").write_bytes(convert(saved, quantize, rep, keys))
+        return {}
+
+    def runtime(self, folder: Path, signature: StepSignature) -> TfliteSteps:
+        return TfliteSteps(folder, signature)
+
+    def stamp(self, folder: Path, props: Mapping[str, str]) -> None:
+        """TFLite files keep no free-form metadata here: the manifest beside them says it."""
+
+
+FORMAT = TfliteFormat()

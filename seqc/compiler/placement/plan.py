@@ -1,0 +1,198 @@
+"""The placement a spec asks for: `distribution.placement` run on `distribution.devices`.
+
+`seqc place` prints it; `seqc train` runs it (on backends that place ops). Both call `place`
+here, so the plan a user inspects is the plan that trains. A plan maps each op of the forward
+graph to a device index; backends turn indices into their own devices.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from seqc.compiler.graph import Graph
+from seqc.compiler.placement import algorithms
+from seqc.compiler.placement.checker import check
+from seqc.compiler.placement.from_graph import DEFAULT_DIMS, GraphProblem, problem_from_graph
+from seqc.compiler.placement.problem import Plan, Problem
+from seqc.compiler.placement.simulate import simulate
+from seqc.resolve.experiment import ResolvedExperiment
+from seqc.spec.errors import UsageError
+from seqc.spec.ir import Span
+
+ALGORITHMS = ("m_topo", "m_etf", "m_sct", "single", "manual")
+
+
+@dataclass
+class Placement:
+    """A checked plan over a training step's problem, and what it means for the graph."""
+
+    problem: GraphProblem
+    plan: Plan
+    span: Span | None
+    """The spec line that asked for it (`distribution.placement`)."""
+
+    @property
+    def devices(self) -> dict[int, int]:
+        """Op id of the forward graph -> device index."""
+        return op_devices(self.problem, self.plan)
+
+    @property
+    def used(self) -> int:
+        """How many devices the plan puts ops on."""
+        return len(set(self.plan.device))
+
+    @property
+    def trivial(self) -> bool:
+        """Everything on device 0: what an unplaced program runs anyway."""
+        return set(self.plan.device) <= {0}
+
+
+def place(
+    graph: Graph,
+    resolved: ResolvedExperiment,
+    task: str,
+    algorithm: str | None = None,
+    *,
+    fuse: bool = True,
+    keep_activations: bool = False,
+) -> Placement:
+    """Plan one training step of `graph` with the experiment's placement (or `algorithm`)."""
+    dist = resolved.config["distribution"]
+    asked = dist["placement"]
+    span = resolved.span("distribution.placement")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise UsageError(
+            f"unknown placement algorithm `{algorithm}`",
+            code="unknown-algorithm",
+            expected=", ".join(ALGORITHMS),
+            found=algorithm,
+        )
+    kind = algorithm or asked.kind
+    args = dict(asked.args) if algorithm is None or algorithm == asked.kind else {}
+    if not dist["devices"]:
+        raise UsageError(
+            f"`placement = {kind}` needs the devices to place onto; `distribution.devices` is "
+            "empty",
+            span=span,
+            code="no-devices",
+            hint='add `devices = 2 x cpu(memory = "8GiB")` (or gpu) to the distribution block',
+        )
+    problem = problem_from_graph(
+        graph,
+        dist["devices"],
+        comm=dist["comm"],
+        optimizer_slots=optimizer_slots(resolved.config["train"]["optimizer"]),
+        batch_dims=batch_dims(resolved, task),
+        fuse=fuse and kind != "manual",  # fusion may join layers a manual plan splits
+        retain_activations=keep_activations,
+    )
+    plan = run_placement(problem, kind, args, span)
+    check(problem, plan)
+    return Placement(problem, plan, span)
+
+
+def run_placement(
+    problem: Problem, kind: str, args: Mapping[str, Any], span: Span | None = None
+) -> Plan:
+    """Run one placement kind of the catalogue on a problem; the plan's `seconds` is set."""
+    t0 = time.perf_counter()
+    if kind == "m_topo":
+        plan = algorithms.m_topo(problem)
+    elif kind == "m_etf":
+        plan = algorithms.m_etf(problem)
+    elif kind == "m_sct":
+        plan = algorithms.m_sct(problem, threshold=float(args.get("threshold", 0.5)))
+    elif kind == "single":
+        d = int(args.get("device", 0))
+        _check_device(d, len(problem.devices), f"`single({d})` names device {d}", span)
+        plan = simulate(problem, [d] * len(problem.nodes), algorithm="single")
+    elif kind == "manual":
+        layers = getattr(problem, "layers", [[] for _ in problem.nodes])
+        devices = manual_devices(layers, dict(args.get("layers", {})), len(problem.devices), span)
+        plan = simulate(problem, devices, algorithm="manual")
+    else:
+        raise UsageError(
+            f"unknown placement algorithm `{kind}`",
+            span=span,
+            code="unknown-algorithm",
+            expected=", ".join(ALGORITHMS),
+            found=kind,
+        )
+    plan.seconds = time.perf_counter() - t0
+    return plan
+
+
+def _check_device(d: int, n: int, what: str, span: Span | None) -> None:
+    if not 0 <= d < n:
+        raise UsageError(
+            f"{what}; there are {n}",
+            span=span,
+            code="bad-device",
+            expected=f"a device index in 0..{n - 1}",
+            found=str(d),
+        )
+
+
+def manual_devices(
+    layers: list[Any], prefixes: Mapping[str, int], n: int, span: Span | None = None
+) -> list[int]:
+    """Device per node from `manual(layers = {prefix: device})`: the longest prefix matching
+    the node's first layer path; device 0 when none does."""
+    for path, d in prefixes.items():
+        _check_device(int(d), n, f"`manual` puts `{path}` on device {d}", span)
+    table = {path: int(d) for path, d in prefixes.items()}
+    return [_longest(paths[0] if paths else "", table, 0) for paths in layers]
+
+
+def by_layer(graph: Graph, prefixes: Mapping[str, int], default: int = 0) -> dict[int, int]:
+    """Op id -> device from the longest layer-path prefix that matches each op's layer."""
+    table = {path: int(d) for path, d in prefixes.items()}
+    return {op.id: _longest(op.layer, table, default) for op in graph.ops}
+
+
+def _longest(layer: str, table: Mapping[str, int], default: int) -> int:
+    for prefix in sorted(table, key=len, reverse=True):
+        if layer == prefix or layer.startswith(prefix + "."):
+            return table[prefix]
+    return default
+
+
+def op_devices(problem: GraphProblem, plan: Plan) -> dict[int, int]:
+    """Op id -> device index from a plan over a `GraphProblem` (its nodes map back to ops)."""
+    return {op: plan.device[node] for node, ops in enumerate(problem.ops) for op in ops}
+
+
+def devices_used(placement: Mapping[int, Any]) -> dict[Any, int]:
+    """How many ops each device runs (a summary for logs and tests)."""
+    counts: dict[Any, int] = {}
+    for device in placement.values():
+        counts[device] = counts.get(device, 0) + 1
+    return counts
+
+
+def optimizer_slots(optimizer: Any) -> int:
+    """State tensors per param: Adam-like 2, momentum and Adagrad 1, plain SGD 0."""
+    kind = getattr(optimizer, "kind", str(optimizer))
+    if kind in ("sgd",):
+        return 1 if float(getattr(optimizer, "args", {}).get("momentum", 0.0) or 0.0) else 0
+    if kind in ("adagrad", "adafactor"):  # adafactor's factored moments: about one slot
+        return 1
+    return 2
+
+
+def batch_dims(resolved: ResolvedExperiment, task: str) -> dict[str, int]:
+    """B and T (and S) of the largest batch the experiment feeds: the longest bucket and its
+    batch size, else `max_length` and `train.batch_size`."""
+    inp = resolved.config[task]["input"]
+    buckets = inp.get("buckets") if hasattr(inp, "get") else None
+    batch = resolved.config["train"].get("batch_size")
+    if buckets:
+        length = max(int(k) for k in buckets)
+        b = int(batch or buckets[length])
+    else:
+        length = int(inp.get("max_length") or DEFAULT_DIMS["T"])
+        b = int(batch or DEFAULT_DIMS["B"])
+    return {"B": b, "T": length, "S": length}

@@ -1,0 +1,84 @@
+"""What a decoder needs to know of a decoder-step program's tensors, and its zeroed caches.
+
+A `StepSignature` is the interface of a `StepProgram` (`seqc.compiler.incremental`) without its
+graphs: the token input, the caches with their symbolic shapes, the encoder's inputs (by batch
+field) and outputs. It is what every runtime that decodes step by step reads, whether the step
+runs on a training backend or in an exported artifact, where it travels in the manifest (as
+JSON, `to_json` / `from_json`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from seqc.compiler.incremental import HISTORY, StepProgram
+
+
+@dataclass
+class StepSignature:
+    token_input: str
+    """The step graph's token input ([B, 1] int32): `ids` or `tgt`."""
+    caches: dict[str, tuple[list[Any], str]]
+    """Cache name -> (shape with the batch and history symbols, dtype)."""
+    batch_symbol: str
+    encoder_inputs: dict[str, str]
+    """Encoder input name -> batch field (`src`, `src_mask`); empty for a language model."""
+    encoder_outputs: dict[str, list[Any]]
+    """Encoder output name (`enc0`, ...) -> its shape, to find its batch axis."""
+    step_inputs: list[str]
+    """Every input of the step function (a recurrent decoder has no `pos`)."""
+
+    @classmethod
+    def of(cls, program: StepProgram, fields: dict[str, str]) -> StepSignature:
+        """From a `StepProgram` and the model's forward input -> batch field table."""
+        enc = program.encoder
+        return cls(
+            token_input=program.stepping[0],
+            caches={c.name: (list(c.type.shape), c.type.dtype) for c in program.caches},
+            batch_symbol=program.batch_symbol,
+            encoder_inputs={n: fields[n] for n in (enc.inputs if enc is not None else {})},
+            encoder_outputs={
+                name: list(enc.ops[vid].type.shape)
+                for name, vid in zip(
+                    program.encoder_outputs, enc.outputs if enc is not None else [], strict=True
+                )
+            },
+            step_inputs=list(program.step.inputs),
+        )
+
+    def batch_axis(self, shape: list[Any]) -> int:
+        return shape.index(self.batch_symbol)
+
+    def zero_caches(self, rows: int, length: int) -> dict[str, np.ndarray]:
+        """The caches before the first token: zeros, `rows` sequences, `length` history slots."""
+        out = {}
+        for name, (shape, dtype) in self.caches.items():
+            dims = [
+                rows if d == self.batch_symbol else length if d == HISTORY else d for d in shape
+            ]
+            out[name] = np.zeros(dims, np.dtype(dtype))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "token_input": self.token_input,
+            "caches": {k: [list(shape), dtype] for k, (shape, dtype) in self.caches.items()},
+            "batch_symbol": self.batch_symbol,
+            "encoder_inputs": self.encoder_inputs,
+            "encoder_outputs": self.encoder_outputs,
+            "step_inputs": self.step_inputs,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepSignature:
+        return cls(
+            token_input=data["token_input"],
+            caches={k: (list(v[0]), str(v[1])) for k, v in data["caches"].items()},
+            batch_symbol=data["batch_symbol"],
+            encoder_inputs=dict(data["encoder_inputs"]),
+            encoder_outputs={k: list(v) for k, v in data["encoder_outputs"].items()},
+            step_inputs=list(data["step_inputs"]),
+        )

@@ -1,0 +1,139 @@
+"""Learning-rate schedules: host-side functions of the update count, the same for every backend.
+
+The training loop computes the rate of each step here and hands it to the backend's step, which
+multiplies its descent direction by it. Written once, in plain Python floats, after optax's
+schedules (`optax.linear_schedule`, `warmup_cosine_decay_schedule`, `exponential_decay`,
+`piecewise_constant_schedule`, `join_schedules`), which the tests take as the reference; the
+count starts at 0, as optax's does.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from seqc.resolve.values import CallValue
+from seqc.spec.errors import CheckError
+from seqc.spec.ir import Span
+
+Schedule = Callable[[int], float]
+
+
+def _linear(init: float, end: float, steps: int) -> Schedule:
+    """optax.linear_schedule: `init` to `end` over `steps`, then `end`."""
+    if steps <= 0:
+        return lambda count: init
+
+    def linear(count: int) -> float:
+        frac = 1.0 - min(max(count, 0), steps) / steps
+        return (init - end) * frac + end
+
+    return linear
+
+
+def _join(first: Schedule, second: Schedule, boundary: int) -> Schedule:
+    """optax.join_schedules for two pieces: the second sees the count less the boundary."""
+    return lambda count: first(count) if count < boundary else second(count - boundary)
+
+
+def _cosine(init: float, steps: int, alpha: float, span: Span | None) -> Schedule:
+    """optax.cosine_decay_schedule with exponent 1."""
+    if steps <= 0:
+        raise CheckError(
+            f"the cosine schedule needs positive decay steps, got {steps}",
+            span=span,
+            code="bad-schedule",
+            hint="give decay_steps, or more train.steps than warmup steps",
+        )
+
+    def cosine(count: int) -> float:
+        decay = 0.5 * (1.0 + math.cos(math.pi * min(count, steps) / steps))
+        return init * ((1.0 - alpha) * decay + alpha)
+
+    return cosine
+
+
+def _constant(value: float) -> Schedule:
+    return lambda count: value
+
+
+def schedule(lr: Any, total_steps: int, span: Span | None = None) -> Schedule:
+    """The rate at each update count, from a float or a schedule call of the catalogue."""
+    if not isinstance(lr, CallValue):
+        return _constant(float(lr))
+    a = lr.args
+    if lr.kind == "constant":
+        return _constant(float(a["value"]))
+    if lr.kind == "warmup_rsqrt":  # linear warm-up, then decay with 1/sqrt(step)
+        peak, warmup = float(a["peak"]), max(int(a["warmup"]), 1)
+
+        def rsqrt(count: int) -> float:
+            s = float(max(count + 1, 1))
+            return peak * min(s / warmup, math.sqrt(warmup / s))
+
+        return rsqrt
+    if lr.kind == "linear_warmup":
+        return _linear(0.0, float(a["peak"]), max(int(a["warmup"]), 1))
+    if lr.kind in ("cosine", "linear_decay"):
+        warmup = int(a["warmup"])
+        decay = int(a["decay_steps"]) if a.get("decay_steps") else max(total_steps - warmup, 1)
+        peak, final = float(a["peak"]), float(a["final"])
+        if lr.kind == "cosine":  # optax.warmup_cosine_decay_schedule
+            alpha = 0.0 if peak == 0.0 else final / peak
+            return _join(
+                _linear(0.0 if warmup else peak, peak, warmup),
+                _cosine(peak, decay, alpha, span),
+                warmup,
+            )
+        tail = _linear(peak, final, decay)
+        return _join(_linear(0.0, peak, warmup), tail, warmup) if warmup else tail
+    if lr.kind == "exponential":  # optax.exponential_decay
+        init, every, rate = float(a["initial"]), int(a["every"]), float(a["rate"])
+        if every <= 0 or rate == 0.0:
+            return _constant(init)
+
+        def exponential(count: int) -> float:
+            p = count / every
+            if a["staircase"]:
+                p = math.floor(p)
+            return init if count <= 0 else init * rate**p
+
+        return exponential
+    if lr.kind == "piecewise":  # optax.piecewise_constant_schedule
+        values = [float(v) for v in a["values"]]
+        bounds = [int(b) for b in a["boundaries"]]
+        scales = {b: values[i + 1] / values[i] if values[i] else 0.0 for i, b in enumerate(bounds)}
+        if any(s < 0.0 for s in scales.values()):
+            raise CheckError(
+                "the piecewise schedule's values change sign",
+                span=span,
+                code="bad-schedule",
+                found=", ".join(str(v) for v in values),
+                hint="give values of one sign (each is a scale of the one before)",
+            )
+
+        def piecewise(count: int) -> float:
+            v = values[0]
+            for boundary, scale in sorted(scales.items()):
+                if count >= boundary:
+                    v *= scale
+            return v
+
+        return piecewise
+    raise CheckError(
+        f"schedule `{lr.kind}` has no implementation", span=span, code="not-implemented"
+    )
+
+
+def learning_rate(train: Mapping[str, Any], span: Span | None = None) -> Schedule:
+    """The rate of each training step of a resolved `train` block. With gradient accumulation
+    over k steps the schedule counts updates (step // k), as optax.MultiSteps does."""
+    rate = schedule(train["optimizer"].args["lr"], int(train["steps"]), span)
+    k = max(int(train.get("accumulate", 1)), 1)
+
+    def at(step: int) -> float:
+        value = rate(step // k)
+        return 0.0 if math.isnan(value) else value
+
+    return at

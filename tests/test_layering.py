@@ -1,0 +1,137 @@
+"""The shape of the package: imports flow one way along the pipeline, and the run commands reach
+backends only through their contract.
+
+spec -> resolve -> compiler -> backends -> run -> cli, with data beside them depending on spec and
+resolve only. `seqc.run` imports `seqc.backends.api` and `seqc.backends.registry` (and the
+format-neutral `seqc.backends.weights`), never a backend package; a run on one backend does not
+load another backend's code (nor, on JAX, TensorFlow; the other way round is TensorFlow's own
+doing: `import tensorflow` imports JAX when it is installed, for its converter).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_train import LM_SPEC, _corpus
+
+from seqc.backends import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "seqc"
+
+ALLOWED = {
+    "spec": {"spec"},
+    "resolve": {"spec", "resolve"},
+    "data": {"spec", "resolve", "data"},
+    "compiler": {"spec", "resolve", "compiler"},
+    "backends": {"spec", "resolve", "compiler", "backends"},
+    "run": {"spec", "resolve", "compiler", "backends", "data", "run"},
+}
+"""Which stages each stage may import (`seqc/cli.py` may import all of them)."""
+
+CONTRACT = {"api", "registry", "weights"}
+"""The modules of `seqc.backends` that `seqc.run` may import."""
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """Every `seqc...` module a file imports, at any depth (lazy imports count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("seqc")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("seqc"):
+            found.append((node.lineno, str(node.module)))
+            # `from seqc.backends import jax` names a module too
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return found
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p.parent != PACKAGE)
+
+
+def test_imports_flow_one_way() -> None:
+    wrong = []
+    for path in _modules():
+        stage = path.relative_to(PACKAGE).parts[0]
+        for line, module in _imports(path):
+            parts = module.split(".")
+            target = parts[1] if len(parts) > 1 else ""
+            if target in ALLOWED and target not in ALLOWED[stage]:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_run_talks_to_backends_through_their_contract() -> None:
+    wrong = []
+    for path in sorted((PACKAGE / "run").rglob("*.py")):
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[:2] == ["seqc", "backends"] and len(parts) > 2 and parts[2] not in CONTRACT:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checker_catches_a_leak(tmp_path: Path) -> None:
+    """The two tests above read lazy imports too: a leak inside a function is found."""
+    leak = tmp_path / "leak.py"
+    leak.write_text("def f():\n    from seqc.backends.jax.train import JaxModel\n")
+    assert (2, "seqc.backends.jax.train") in _imports(leak)
+
+
+@pytest.mark.parametrize("name", sorted(registry.BACKENDS))
+def test_every_registered_backend_implements_the_contract(name: str) -> None:
+    backend = registry.backend(name)
+    assert backend.name == name and backend.title == registry.title(name)
+    for method in ("model", "checkpoints", "wrote", "read_weights", "write_weights", "run"):
+        assert callable(getattr(backend, method)), method
+    assert callable(backend.step_functions)
+    assert isinstance(backend.places_ops, bool)
+
+
+@pytest.mark.parametrize("name", sorted(registry.FORMATS))
+def test_every_registered_format_implements_the_contract(name: str) -> None:
+    fmt = registry.artifact_format(name)
+    assert fmt.name == name and fmt.quantize[0] == "none" and fmt.model_files
+    for method in ("build", "runtime", "stamp"):
+        assert callable(getattr(fmt, method)), method
+
+
+PROBE = r"""
+import json, sys
+from typer.testing import CliRunner
+from seqc.cli import app
+spec, run, cache, backend = sys.argv[1:5]
+args = ["train", spec, "-e", "tiny", "--run-dir", run, "--cache-dir", cache, "--no-progress",
+        "--backend", backend, "--set", "train.steps=2"]
+result = CliRunner().invoke(app, args)
+loaded = sorted(m for m in sys.modules if m.startswith(("seqc", "tensorflow")))
+print(json.dumps({"code": result.exit_code, "output": result.output[-2000:], "modules": loaded}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("backend", "others"),
+    [("tf", ["seqc.backends.jax."]), ("jax", ["seqc.backends.tf.", "tensorflow"])],
+)
+def test_a_run_loads_only_its_own_backend(tmp_path: Path, backend: str, others: list) -> None:
+    common = (ROOT / "examples" / "common" / "transformer.seq").as_posix()
+    spec = tmp_path / "lm.seq"
+    spec.write_text(LM_SPEC.format(common=common))
+    _corpus(tmp_path)
+    args = [str(spec), str(tmp_path / "run"), str(tmp_path / "cache"), backend]
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["code"] == 0, out["output"]
+    loaded = [m for m in out["modules"] if m.startswith(tuple(others)) or m in others]
+    assert not loaded, f"a {backend} run imported {loaded}"
+    assert f"seqc.backends.{backend}.train" in out["modules"]
