@@ -28,15 +28,16 @@ FORMATS = {
 }
 
 
-def check_backend(name: str) -> str:
-    if name not in BACKENDS:
+def _known(name: str, table: dict[str, str], what: str, code: str) -> str:
+    if name not in table:
         raise UsageError(
-            f"unknown backend `{name}`",
-            code="bad-backend",
-            expected=" or ".join(BACKENDS),
-            found=name,
+            f"unknown {what} `{name}`", code=code, expected=", ".join(table), found=name
         )
     return name
+
+
+def check_backend(name: str) -> str:
+    return _known(name, BACKENDS, "backend", "bad-backend")
 
 
 def title(name: str) -> str:
@@ -49,14 +50,7 @@ def backend(name: str) -> Backend:
 
 
 def check_format(name: str) -> str:
-    if name not in FORMATS:
-        raise UsageError(
-            f"unknown export format `{name}`",
-            code="bad-format",
-            expected=", ".join(FORMATS),
-            found=name,
-        )
-    return name
+    return _known(name, FORMATS, "export format", "bad-format")
 
 
 def artifact_format(name: str) -> ArtifactFormat:

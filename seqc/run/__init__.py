@@ -1,3 +1,5 @@
-"""Running experiments: the run directory, the training loop, evaluation and decoding.
+"""Running experiments: the session, the training loop, the run directory, evaluation, decoding
+and export.
 
-Backend-neutral: a loop drives a backend's model object (`seqc.backends.jax.train.JaxModel`)."""
+Backend-neutral: everything here drives a backend through the contract of `seqc.backends.api`,
+found by name in `seqc.backends.registry`; no module here imports a backend package."""
