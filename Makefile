@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/train_throughput.py
 	$(BIN)/python bench/export.py
 	$(BIN)/python bench/placement.py
+	$(BIN)/python bench/parity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

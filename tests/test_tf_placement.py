@@ -28,7 +28,9 @@ import numpy as np
 from lowering_helpers import compile_spec, params_of
 from test_tf_train_parity import SPEC, VOCAB, batches
 from seqc.backends.tf.backend import BACKEND
-from seqc.compiler.placement.plan import by_layer, devices_used, op_devices
+from collections import Counter
+from seqc.compiler.placement.from_graph import problem_from_graph
+from seqc.compiler.placement.plan import op_devices, run_placement
 from seqc.resolve.experiment import resolve
 from seqc.resolve.program import load_program
 from seqc.run.schedule import learning_rate
@@ -39,7 +41,10 @@ spec.write_text(SPEC.format())
 compiled = compile_spec(spec, "tiny", symbols={"tiny.vocab_size": VOCAB})
 graph = compiled.graph
 resolved = resolve(load_program(spec), "tiny", symbols={"tiny.vocab_size": VOCAB})
-by_layer_plan = by_layer(graph, {"blocks": 1, "out": 1}, 0)
+# manual placement by layer path, unfused so every op keeps its own layer
+by_layer = problem_from_graph(graph, [{"memory": 1 << 40}] * 2, batch_dims={"B": 4, "T": 12}, fuse=False)
+manual = run_placement(by_layer, "manual", {"layers": {"blocks": 1, "out": 1}})
+by_layer_plan = op_devices(by_layer, manual)
 params = params_of(graph)
 cfg = dict(resolved.config["train"])
 rate = learning_rate(cfg)
@@ -64,7 +69,6 @@ for name, placement in (("single", None), ("placed", by_layer_plan)):
 # split) applied with tf.device: the same losses again.
 from seqc.compiler.placement.algorithms import m_etf
 from seqc.compiler.placement.checker import check
-from seqc.compiler.placement.from_graph import problem_from_graph
 
 dims = {"B": 4, "T": 12}
 problem = problem_from_graph(
@@ -87,7 +91,7 @@ try:
     bad = "no error"
 except DeviceError as e:
     bad = str(e)
-print(json.dumps({"losses": losses, "devices": devices, "plan": devices_used(by_layer_plan),
+print(json.dumps({"losses": losses, "devices": devices, "plan": Counter(by_layer_plan.values()),
                   "bad": bad, "planned_devices": planned_devices}))
 """
 

@@ -56,7 +56,7 @@ VOCAB = 128
 SHAPES = ((2, 5, 7), (3, 9, 4))  # (B, T, S): batch and both lengths change between calls
 RECURRENT_SCAN = (
     "the recurrent scan's TensorArray has an unknown batch dim in its element shape, which "
-    "TFLite lowers to builtin ops only when static (seqc.backends.tf.interpret._scan)"
+    "TFLite lowers to builtin ops only when static (seqc.backends.tf.scan)"
 )
 FAMILIES = {
     "lm": (

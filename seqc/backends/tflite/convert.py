@@ -38,7 +38,7 @@ The four modes (`QUANTIZE`):
   [-1e9, max], so real scores collapse to a step or two: Transformer int8 logits are coarse
   (tests/test_tflite_convert.py has the numbers) until the mask is a moderate value.
 
-Recurrent layers: their scan (`seqc.backends.tf.interpret._scan`) is a `tf.while_loop` writing a
+Recurrent layers: their scan (`seqc.backends.tf.scan`) is a `tf.while_loop` writing a
 TensorArray. The WHILE loop itself becomes a builtin, but TFLite lowers TensorArray ops to
 builtins only when the element shape is static: with no element shape it fails ("requires
 element_shape to be 1D tensor"), and with [None, d] ("requires element_shape to be static");
@@ -358,7 +358,7 @@ def _hint(ops: list[str], reasons: list[str]) -> str:
             "A recurrent scan writes a TensorArray whose element shape is not static (its batch "
             "dim is unknown): TFLite lowers tensor lists to builtin ops only for a static "
             "element shape, and `ai_edge_litert` runs neither Flex nor custom tensor-list ops. "
-            "The scan (seqc.backends.tf.interpret._scan) must accumulate its outputs without a "
+            "The scan (seqc.backends.tf.scan) must accumulate its outputs without a "
             "TensorArray (e.g. by concatenation) for a dynamic-batch TFLite model."
         )
     if "flex" in text.lower() or "select" in text.lower():

@@ -147,12 +147,6 @@ def manual_devices(
     return [_longest(paths[0] if paths else "", table, 0) for paths in layers]
 
 
-def by_layer(graph: Graph, prefixes: Mapping[str, int], default: int = 0) -> dict[int, int]:
-    """Op id -> device from the longest layer-path prefix that matches each op's layer."""
-    table = {path: int(d) for path, d in prefixes.items()}
-    return {op.id: _longest(op.layer, table, default) for op in graph.ops}
-
-
 def _longest(layer: str, table: Mapping[str, int], default: int) -> int:
     for prefix in sorted(table, key=len, reverse=True):
         if layer == prefix or layer.startswith(prefix + "."):
@@ -163,14 +157,6 @@ def _longest(layer: str, table: Mapping[str, int], default: int) -> int:
 def op_devices(problem: GraphProblem, plan: Plan) -> dict[int, int]:
     """Op id -> device index from a plan over a `GraphProblem` (its nodes map back to ops)."""
     return {op: plan.device[node] for node, ops in enumerate(problem.ops) for op in ops}
-
-
-def devices_used(placement: Mapping[int, Any]) -> dict[Any, int]:
-    """How many ops each device runs (a summary for logs and tests)."""
-    counts: dict[Any, int] = {}
-    for device in placement.values():
-        counts[device] = counts.get(device, 0) + 1
-    return counts
 
 
 def optimizer_slots(optimizer: Any) -> int:
