@@ -63,18 +63,7 @@ def training_errors() -> tuple[float, float]:
         state, _ = jm.train_step(state, batch, rate(0))
         tm.train_step(tm.state, batch, rate(0))
         step_worst = max(step_worst, train_cases.param_error(state["params"], tm.numpy_params()))
-    opt = train_cases.call(
-        "optimizer", "adam", lr=train_cases.call("schedule", "warmup_rsqrt", peak=1e-2, warmup=10)
-    )
-    train = base | {"optimizer": opt, "steps": 50, "clip_norm": 0.5}
-    jm, state, tm = train_cases.models(compiled, train)
-    rate, data = learning_rate(train), train_cases.batches(5, seed=2)
-    jax_curve, tf_curve = [], []
-    for step in range(50):
-        batch = data[step % len(data)]
-        state, metrics = jm.train_step(state, batch, rate(step))
-        jax_curve.append(float(metrics["loss"]))
-        tf_curve.append(float(tm.train_step(tm.state, batch, rate(step))[1]["loss"]))
+    jax_curve, tf_curve, *_ = train_cases.curves(compiled, base)
     a, b = np.asarray(jax_curve, np.float64), np.asarray(tf_curve, np.float64)
     return step_worst, float(np.max(np.abs(a - b) / np.abs(a)))
 

@@ -42,7 +42,8 @@ compiled = compile_spec(spec, "tiny", symbols={"tiny.vocab_size": VOCAB})
 graph = compiled.graph
 resolved = resolve(load_program(spec), "tiny", symbols={"tiny.vocab_size": VOCAB})
 # manual placement by layer path, unfused so every op keeps its own layer
-by_layer = problem_from_graph(graph, [{"memory": 1 << 40}] * 2, batch_dims={"B": 4, "T": 12}, fuse=False)
+dims = {"B": 4, "T": 12}
+by_layer = problem_from_graph(graph, [{"memory": 1 << 40}] * 2, batch_dims=dims, fuse=False)
 manual = run_placement(by_layer, "manual", {"layers": {"blocks": 1, "out": 1}})
 by_layer_plan = op_devices(by_layer, manual)
 params = params_of(graph)

@@ -349,19 +349,25 @@ def test_adafactor_matches_optax_on_factored_shapes(factored: bool) -> None:
 # ---------------------------------------------------------------------------- a training run
 
 
-def test_loss_curves_match_over_50_steps(lm: tuple) -> None:
-    compiled, train = lm
+def curves(compiled: CompiledTask, train: dict, steps: int = 50) -> tuple:
+    """Adam with a warm-up schedule on both backends from the same params over the same
+    batches: (JAX losses, TF losses, JAX model, its state, TF model, the batches)."""
     opt = call("optimizer", "adam", lr=call("schedule", "warmup_rsqrt", peak=1e-2, warmup=10))
-    train = train | {"optimizer": opt, "steps": 50, "clip_norm": 0.5}
+    train = train | {"optimizer": opt, "steps": steps, "clip_norm": 0.5}
     jm, state, tm = models(compiled, train)
     rate = learning_rate(train)
     data = batches(5, seed=2)
     jax_curve, tf_curve = [], []
-    for step in range(50):
+    for step in range(steps):
         batch = data[step % len(data)]
         state, jmet = jm.train_step(state, batch, rate(step))
         jax_curve.append(float(jmet["loss"]))
         tf_curve.append(float(tm.train_step(tm.state, batch, rate(step))[1]["loss"]))
+    return jax_curve, tf_curve, jm, state, tm, data
+
+
+def test_loss_curves_match_over_50_steps(lm: tuple) -> None:
+    jax_curve, tf_curve, jm, state, tm, data = curves(*lm)
     np.testing.assert_allclose(tf_curve, jax_curve, rtol=1e-2)
     assert np.mean(jax_curve[-5:]) < 0.7 * np.mean(jax_curve[:5])  # it learns
     for batch in data[:2]:
