@@ -315,7 +315,7 @@ def test_recurrent_scan_with_dynamic_batch_is_explained(tmp_path: Path) -> None:
         convert(_save(tmp_path, _running_sum, spec), "none")
     e = info.value
     assert "tf.TensorListReserve" in e.ops and e.signature == "serving_default"
-    assert "interpret._scan" in str(e) and len(str(e).splitlines()) <= 8, str(e)
+    assert "tf.scan" in str(e) and len(str(e).splitlines()) <= 8, str(e)
 
 
 def test_the_lstm_translator_converts_with_the_portable_scan(families: dict[str, Family]) -> None:
