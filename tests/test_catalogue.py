@@ -225,3 +225,89 @@ def test_local_checker(value: object, t: str, ok: bool) -> None:
         "size": SIZE,
     }
     assert type_ok(value, types[t]) is ok
+
+
+# ------------------------------------------------------------------------------------ ranges
+
+
+def range_ok(value: object, t: Type) -> bool:
+    """Whether a default that fits `t` is inside every range on the way (local, like `type_ok`)."""
+    if t.name == "union":
+        return any(range_ok(value, a) for a in t.args if type_ok(value, a))
+    if t.name == "list":
+        return all(range_ok(v, t.args[0]) for v in value)  # type: ignore[attr-defined]
+    if t.name == "map":
+        return all(
+            range_ok(k, t.args[0]) and range_ok(v, t.args[1])
+            for k, v in value.items()  # type: ignore[attr-defined]
+        )
+    if t.range is None:
+        return True
+    number = parse_size(value) if isinstance(value, str) else value
+    return number in t.range
+
+
+@pytest.mark.parametrize("item", ALL_PARAMS, ids=_kid)
+def test_default_within_range(item: tuple[KindSpec, ParamSpec]) -> None:
+    _, p = item
+    if p.required:
+        return
+    assert range_ok(p.default, p.type), f"{_kid(item)}: default {p.default!r} is not {p.type}"
+
+
+@pytest.mark.parametrize(
+    ("namespace", "kind_name", "param_name", "declared"),
+    [
+        ("layer", "Embedding", "vocab", "int > 0"),
+        ("layer", "SelfAttention", "heads", "int > 0"),
+        ("layer", "SelfAttention", "head_dim", "int > 0 | none"),
+        ("layer", "FeedForward", "ff", "int > 0"),
+        ("layer", "LSTM", "layers", "int > 0"),
+        ("layer", "Dropout", "rate", "float in [0, 1)"),
+        ("layer", "LayerNorm", "eps", "float > 0"),
+        ("block", "train", "steps", "int > 0"),
+        ("block", "train", "batch_size", "int > 0 | none"),
+        ("block", "train", "log_every", "int >= 0"),
+        ("block", "train", "clip_norm", "float >= 0"),
+        ("block", "input", "buckets", "map[int > 0, int > 0]"),
+        ("block", "distribution", "mesh", "map[str, int > 0]"),
+        ("optimizer", "adam", "lr", "float >= 0 | schedule"),
+        ("optimizer", "adam", "beta1", "float in [0, 1)"),
+        ("optimizer", "adam", "eps", "float > 0"),
+        ("schedule", "warmup_rsqrt", "warmup", "int >= 0"),
+        ("loss", "cross_entropy", "label_smoothing", "float in [0, 1)"),
+        ("decode", "sample", "temperature", "float > 0"),
+        ("decode", "sample", "top_p", "float in (0, 1]"),
+        ("decode", "sample", "top_k", "int >= 0"),
+        ("decode", "beam", "width", "int > 0"),
+        ("device", "gpu", "memory", "size > 0"),
+        ("device", "gpu", "flops", "float > 0"),
+        ("placement", "m_sct", "threshold", "float in (0, 1)"),
+    ],
+)
+def test_declared_ranges(namespace: str, kind_name: str, param_name: str, declared: str) -> None:
+    """What `seqc layers` prints as each param's type, ranges included."""
+    spec = REGISTRY.get(namespace, kind_name)
+    assert spec is not None
+    p = spec.param(param_name)
+    assert p is not None
+    assert str(p.type) == declared
+
+
+def test_attention_declares_heads_divide_width() -> None:
+    for name in ("SelfAttention", "CrossAttention"):
+        spec = REGISTRY.get("layer", name)
+        assert spec is not None
+        (rel,) = spec.relations
+        assert (rel.text, rel.blame, rel.unless) == ("d % heads == 0", "heads", "head_dim")
+        assert rel.check({"d": 256, "heads": 4, "head_dim": None}) is True
+        assert rel.check({"d": 256, "heads": 3, "head_dim": None}) is False
+        assert rel.check({"d": 256, "heads": 3, "head_dim": 64}) is None  # not applicable
+
+
+@pytest.mark.parametrize("spec", [k for k in ALL_KINDS if k.relations], ids=_kid)
+def test_relations_hold_for_defaults(spec: KindSpec) -> None:
+    """A kind's own defaults never break its relations (where they decide them alone)."""
+    defaults = {p.name: p.default for p in spec.params if not p.required}
+    for rel in spec.relations:
+        assert rel.check(defaults) is not False, f"{_kid(spec)}: `{rel.text}`"

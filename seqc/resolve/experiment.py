@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from seqc.resolve.layers import (
     LayerInstance,
+    bind_user_layer_spans,
     check_layers,
     instantiate,
     layer_context,
@@ -31,6 +32,7 @@ from seqc.resolve.values import (
     RawCall,
     RawName,
     Symbol,
+    check_relations,
     conform,
     evaluate,
     freeze,
@@ -431,6 +433,9 @@ class Resolver:
             assert st.value is not None
             raw = evaluate(st.value)
             container[key] = conform(raw, p.type, ctx, f"`{'.'.join(path)}`")
+            # One arg of a call set on its own (`train.optimizer.lr.warmup = 0`): the kind's
+            # relations between its args are checked again with the new value.
+            check_relations(spec, container, {key: raw.span}, st.span, changed=key)
             self._record(dotted_path, raw, st.origin)
             return
         inner = container.get(key)
@@ -622,12 +627,12 @@ class Resolver:
             assert st.value is not None
             call.kwargs[pname] = (evaluate(st.value, lookup), st.span)
         ctx = layer_context(self.layers)
-        bound = ctx.bind_layer(Raw(call, raw.span))
+        bound, spans = bind_user_layer_spans(decl, call.args, call.kwargs, raw.span, ctx)
         path = f"{task}.model"
         self._record(path, Raw(RawCall(func, None, [], {}), raw.span), model_stmt.origin)
         self._record_model_args(path, decl, call, model_stmt, overrides)
         cache = self.program.instances
-        instance = instantiate(decl, bound.args, self.layers, "", raw.span, cache)
+        instance = instantiate(decl, bound.args, self.layers, "", raw.span, cache, spans)
         return bound, instance
 
     def _record_model_args(

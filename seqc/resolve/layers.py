@@ -6,11 +6,15 @@ body uses, and the return. Argument types are checked statically from the declar
 so an error is reported once, at the line that wrote it, not once per instantiation.
 
 `instantiate` builds the tree of layer instances for concrete param values (`blocks.3.attn`),
-which later passes lower to the op graph.
+which later passes lower to the op graph. It is also where ranges and relations of built-in
+layers meet values that flowed in through params (`SelfAttention(d, heads)` inside a block), so
+it carries, for each param, the span of the line that set its value: an error such as
+`d % heads == 0` points at `lm.model.heads = 3`, not at the block that passed `heads` along.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -21,13 +25,23 @@ from seqc.resolve.values import (
     Context,
     Raw,
     RawCall,
+    Symbol,
+    check_relations,
     conform,
     evaluate,
+    from_python,
+    span_within,
 )
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note, did_you_mean
 from seqc.spec.kinds import REGISTRY, REQUIRED, KindSpec, ParamSpec
-from seqc.spec.types import DTYPES, FLOAT, INT, LAYER, SCALARS, Type, parse_type
+from seqc.spec.types import DTYPES, FLOAT, INT, LAYER, SCALARS, Range, Type, parse_type
+
+MAX_REPEAT = 10_000
+"""Most copies `repeat(n)` makes: more would stall instantiation long before a backend runs."""
+
+Spans = dict[str, ir.Span | None]
+"""Param name -> the span of the line that set its value (an argument, a default, an override)."""
 
 
 class LayerInstance(BaseModel):
@@ -75,10 +89,48 @@ def param_type(t: ir.TypeExpr) -> Type:
     )
 
 
+def declared_type(p: ir.Param) -> Type:
+    """The type of a user param with the range written after it (`d: int > 0`), if any."""
+    t = param_type(p.type)
+    r = p.range
+    if r is None:
+        return t
+    if t.name not in ("int", "float"):
+        raise CheckError(
+            "a range applies to an int or float param",
+            span=r.span,
+            code="bad-range",
+            found=f"`{p.name}: {t}`",
+            hint="drop the range, or make the param an int or a float",
+        )
+    for bound in (r.low, r.high):
+        if bound is not None and not math.isfinite(bound.value):
+            raise CheckError(
+                "a range bound is a finite number",
+                span=bound.span,
+                code="bad-range",
+                found=bound.text,
+            )
+    range_ = Range(
+        low=r.low.value if r.low is not None else None,
+        high=r.high.value if r.high is not None else None,
+        low_open=r.low_open,
+        high_open=r.high_open,
+    )
+    if range_.empty:
+        raise CheckError(
+            f"the range `{range_}` of `{p.name}` holds no value",
+            span=r.span,
+            code="bad-range",
+            hint="write the low bound first: `in [low, high]`",
+        )
+    return t.within(range_)
+
+
 def layer_kind_spec(decl: ir.LayerDecl) -> KindSpec:
     """A user layer as a kind; defaults are bound by `bind_user_layer`, so they stay exprs."""
     params = tuple(
-        ParamSpec(p.name, param_type(p.type), REQUIRED if p.default is None else p.default, p.doc)
+        ParamSpec(p.name, declared_type(p), REQUIRED if p.default is None else p.default, p.doc)
         for p in decl.params
     )
     return KindSpec(decl.name, "layer", decl.doc or "", params, tuple(p.name for p in params))
@@ -92,6 +144,17 @@ def bind_user_layer(
     ctx: Context,
 ) -> CallValue:
     """Bind a call of a user layer; a default may use the params before it (`ff: int = 4 * d`)."""
+    return bind_user_layer_spans(decl, args, kwargs, span, ctx)[0]
+
+
+def bind_user_layer_spans(
+    decl: ir.LayerDecl,
+    args: list[Raw],
+    kwargs: dict[str, tuple[Raw, ir.Span | None]],
+    span: ir.Span | None,
+    ctx: Context,
+) -> tuple[CallValue, Spans]:
+    """`bind_user_layer`, and where each param's value was set (for `instantiate`)."""
     spec = layer_kind_spec(decl)
     notes = [Note(decl.span, f"`{decl.name}` is declared here")] if decl.span else []
     given = match_arguments(
@@ -103,22 +166,26 @@ def bind_user_layer(
         notes,
     )
     out: dict[str, Any] = {}
+    spans: Spans = {}
     for p, ps in zip(decl.params, spec.params, strict=True):
         if p.name in given:
             raw = given[p.name]
         elif p.default is not None:
-            raw = evaluate(p.default, _env_lookup(out))
+            raw = evaluate(p.default, _env_lookup(out, spans))
         else:
             raise missing_param(decl.name, p.name, str(ps.type), p.doc, span)
         out[p.name] = conform(raw, ps.type, ctx, f"`{decl.name}.{p.name}`")
-    return CallValue(kind=decl.name, namespace="layer", args=out)
+        spans[p.name] = raw.span
+    return CallValue(kind=decl.name, namespace="layer", args=out), spans
 
 
-def _env_lookup(env: dict[str, Any]) -> Any:
+def _env_lookup(env: dict[str, Any], spans: Spans | None = None) -> Any:
+    """Names of params as their values; a bare name keeps the span of the line that set it."""
+
     def lookup(expr: ir.Expr) -> Raw | None:
         if isinstance(expr, ir.Name) and expr.id in env:
             value = env[expr.id]
-            return Raw(value, expr.span)
+            return Raw(value, (spans or {}).get(expr.id) or expr.span)
         return None
 
     return lookup
@@ -315,7 +382,30 @@ def check_call(call: ir.Call, layers: dict[str, ir.LayerDecl], scope: dict[str, 
             _check_arg(given[p.name], p, name, scope)
         elif p.required:
             raise missing_param(name, p.name, str(p.type), p.doc, call.span, notes)
+    builtin = REGISTRY.get("layer", name)
+    if builtin is not None and builtin.relations:
+        _check_literal_relations(builtin, given, call.span)
     return name
+
+
+def _check_literal_relations(
+    spec: KindSpec, given: dict[str, ir.Expr], span: ir.Span | None
+) -> None:
+    """A built-in layer's relations, where the call writes its values as literals
+    (`SelfAttention(256, 3)`): caught in the declaration, whether or not a model uses it.
+    Values that depend on params are checked when the layer is instantiated."""
+    values: dict[str, Any] = {}
+    for p in spec.params:
+        expr = given.get(p.name)
+        if expr is None:
+            values[p.name] = (
+                None if p.required else conform(from_python(p.default), p.type, Context())
+            )
+        elif _has_names(expr):
+            values[p.name] = Symbol(ref=_text(expr))  # known per instance: skipped here
+        else:
+            values[p.name] = conform(evaluate(expr), p.type, Context())
+    check_relations(spec, values, {k: e.span for k, e in given.items()}, span)
 
 
 def check_layer(decl: ir.LayerDecl, layers: dict[str, ir.LayerDecl]) -> list[str]:
@@ -331,7 +421,7 @@ def check_layer(decl: ir.LayerDecl, layers: dict[str, ir.LayerDecl]) -> list[str
                 notes=[Note(seen[p.name], "first declared here")] if seen[p.name] else [],
             )
         seen[p.name] = p.span
-        t = param_type(p.type)
+        t = declared_type(p)
         if p.default is not None:
             _check_arg(p.default, ParamSpec(p.name, t), decl.name, scope)
         scope[p.name] = t
@@ -350,6 +440,8 @@ def check_layer(decl: ir.LayerDecl, layers: dict[str, ir.LayerDecl]) -> list[str
         siblings = {s.name: LAYER for s in decl.sublayers if s.name != sub.name}
         if sub.repeat is not None:
             _check_arg(sub.repeat, ParamSpec("repeat", INT), "repeat", scope)
+            if not _has_names(sub.repeat):
+                _repeat_count(evaluate(sub.repeat), sub.name)
         kind = check_call(sub.call, layers, {**scope, **siblings})
         if kind in layers:
             uses.append(kind)
@@ -558,19 +650,46 @@ def instantiate(
     path: str,
     span: ir.Span | None = None,
     cache: dict[Any, LayerInstance] | None = None,
+    spans: Spans | None = None,
 ) -> LayerInstance:
     """The instance tree of `decl` called with `args` (already bound and type-checked).
 
-    With a `cache`, a subtree built before for the same layer, path, call site and arguments is
-    reused: experiments of one registry mostly share their models, and instances are frozen.
+    `spans`: where each arg's value was set (`bind_user_layer_spans`), so a range or relation
+    that fails inside the tree points at that line. With a `cache`, a subtree built before for
+    the same layer, path, call site and arguments is reused: experiments of one registry mostly
+    share their models, and instances are frozen (a subtree only enters the cache once checked).
     """
     key = (decl.name, path, span, repr(sorted(args.items())))
     if cache is not None and key in cache:
         return cache[key]
-    made = _instantiate(decl, args, layers, path, span, cache)
+    made = _instantiate(decl, args, layers, path, span, cache, spans or {})
     if cache is not None:
         cache[key] = made
     return made
+
+
+def _repeat_count(raw: Raw, where: str) -> int:
+    """The n of `repeat(n)`: a whole number in [1, MAX_REPEAT], else an error at its value."""
+    v = raw.value
+    if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= MAX_REPEAT:
+        raise CheckError(
+            f"repeat count of `{where}` must be a whole number from 1 to {MAX_REPEAT:,}",
+            span=raw.span,
+            code="bad-count",
+            expected=f"an int in [1, {MAX_REPEAT}]",
+            found=raw.describe(),
+        )
+    return v
+
+
+def _note_call(err: CheckError, span: ir.Span | None, path: str, kind: str) -> None:
+    """An error at a value set elsewhere (an override, a model param) also shows the layer call
+    the value reached; once, from the innermost call."""
+    if span is None or err.span is None or span_within(err.span, span):
+        return
+    if any(n.message.startswith("in ") for n in err.notes):
+        return
+    err.notes.append(Note(span, f"in `{path}`, a call of `{kind}`"))
 
 
 def _instantiate(
@@ -580,34 +699,40 @@ def _instantiate(
     path: str,
     span: ir.Span | None,
     cache: dict[Any, LayerInstance] | None,
+    spans: Spans,
 ) -> LayerInstance:
     children: list[LayerInstance] = []
     names = {s.name: s.name for s in decl.sublayers}
     ctx = layer_context(layers, names)
-    lookup = _env_lookup(args)
+    lookup = _env_lookup(args, spans)
     for sub in decl.sublayers:
         child_path = f"{path}.{sub.name}" if path else sub.name
         call = evaluate(sub.call, lookup)
         assert isinstance(call.value, RawCall)
-        bound = ctx.bind_layer(call)
+        child_spans: Spans = {}
+        try:
+            if call.value.func in layers:
+                v = call.value
+                bound, child_spans = bind_user_layer_spans(
+                    layers[v.func], v.args, v.kwargs, call.span, ctx
+                )
+            else:
+                bound = ctx.bind_layer(call)
+        except CheckError as err:
+            _note_call(err, call.span, child_path, call.value.func)
+            raise
         count: int | None = None
         if sub.repeat is not None:
-            raw = evaluate(sub.repeat, lookup)
-            if not isinstance(raw.value, int) or isinstance(raw.value, bool) or raw.value < 1:
-                raise CheckError(
-                    f"repeat count of `{child_path}` must be a whole number >= 1",
-                    span=sub.repeat.span,
-                    code="bad-count",
-                    found=raw.describe(),
-                )
-            count = raw.value
+            count = _repeat_count(evaluate(sub.repeat, lookup), child_path)
         copies = range(count) if count is not None else [None]
         made = []
         for i in copies:
             ipath = child_path if i is None else f"{child_path}.{i}"
             if bound.kind in layers:
                 made.append(
-                    instantiate(layers[bound.kind], bound.args, layers, ipath, sub.span, cache)
+                    instantiate(
+                        layers[bound.kind], bound.args, layers, ipath, sub.span, cache, child_spans
+                    )
                 )
             else:
                 made.append(

@@ -6,6 +6,11 @@ then reads it against the expected param type: a name where an optimizer is expe
 call `adam()` with its defaults, a number where a float is expected becomes a float, and anything
 else is a `CheckError` pointing at the expression. Keeping the two apart is what lets
 `placement = m_etf` and `tasks = [lm]` use the same syntax for different things.
+
+`conform` also checks that a number is one the program can use: inside its param's range
+(`int > 0`), an int that fits int32, a finite float; and `bind_args` checks the relations a kind
+declares between its params (`d % heads == 0`). Integer arithmetic is bounded in digits, so
+`9 ** 9 ** 9` is an error at its expression instead of a hang.
 """
 
 from __future__ import annotations
@@ -19,9 +24,15 @@ from pydantic import BaseModel, ConfigDict
 
 from seqc.resolve.arguments import match_arguments, missing_param
 from seqc.spec import ir
-from seqc.spec.errors import CheckError, did_you_mean
+from seqc.spec.errors import CheckError, Note, did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec
-from seqc.spec.types import DTYPES, Type, parse_size
+from seqc.spec.types import DTYPES, INT_LIMIT, SIZE_LIMIT, Type, parse_size
+
+MAX_INT_DIGITS = 4300
+"""Integer arithmetic stops at this many digits (Python's own limit for printing an int)."""
+
+MAX_COPIES = 65536
+"""Most copies `n x value` makes (a device list)."""
 
 # ------------------------------------------------------------------------------------ values
 
@@ -134,6 +145,8 @@ class Raw:
 
     value: Any
     span: ir.Span | None = None
+    keys: dict[Any, ir.Span | None] | None = None
+    """For a map: the span of each entry, so a bad key is reported at its entry."""
 
     def describe(self) -> str:
         v = self.value
@@ -148,7 +161,7 @@ class Raw:
         if v is None:
             return "`none`"
         if isinstance(v, int):
-            return f"int `{v}`"
+            return show_number(v) if abs(v) >= _HUGE else f"int `{v}`"
         if isinstance(v, float):
             return f"float `{v!r}`"
         if isinstance(v, str):
@@ -160,6 +173,16 @@ class Raw:
         if isinstance(v, CallValue):
             return f"`{v.kind}(...)`"
         return type(v).__name__
+
+
+def show_number(v: int | float) -> str:
+    """A number for a message: a huge int as its digit count, not hundreds of digits."""
+    if isinstance(v, int) and abs(v) >= _HUGE:
+        return f"{'a negative' if v < 0 else 'an'} int of {len(str(abs(v)))} digits"
+    return repr(v)
+
+
+_HUGE = 10**20
 
 
 Lookup = Callable[[ir.Expr], Raw | None]
@@ -187,8 +210,17 @@ def evaluate(expr: ir.Expr, lookup: Lookup | None = None) -> Raw:
     if isinstance(expr, ir.ListExpr):
         return Raw([evaluate(i, lookup) for i in expr.items], span)
     if isinstance(expr, ir.MapExpr):
-        return Raw({e.key: evaluate(e.value, lookup) for e in expr.entries}, span)
+        values = {e.key: evaluate(e.value, lookup) for e in expr.entries}
+        return Raw(values, span, keys={e.key: e.span for e in expr.entries})
     if isinstance(expr, ir.Replicate):
+        if expr.count > MAX_COPIES:
+            raise CheckError(
+                "too many copies",
+                span=span,
+                code="bad-count",
+                expected=f"at most {MAX_COPIES} copies",
+                found=show_number(expr.count),
+            )
         item = evaluate(expr.value, lookup)
         return Raw([item] * expr.count, span)
     if isinstance(expr, ir.Call):
@@ -211,7 +243,7 @@ def evaluate(expr: ir.Expr, lookup: Lookup | None = None) -> Raw:
         return Raw(_arith("-", Raw(0, span), inner, span), span)
     if isinstance(expr, ir.BinOp):
         left, right = evaluate(expr.left, lookup), evaluate(expr.right, lookup)
-        return Raw(_arith(expr.op, left, right, span), span)
+        return Raw(_arith(expr.op, left, right, span, expr), span)
     if isinstance(expr, ir.TypeExpr):
         raise CheckError("a type is not a value", span=span, code="wrong-type")
     raise CheckError(f"cannot evaluate {type(expr).__name__}", span=span, code="wrong-type")
@@ -226,7 +258,9 @@ def dotted(expr: ir.Expr) -> str | None:
     return None
 
 
-def _arith(op: str, left: Raw, right: Raw, span: ir.Span | None) -> Any:
+def _arith(
+    op: str, left: Raw, right: Raw, span: ir.Span | None, expr: ir.Expr | None = None
+) -> Any:
     a, b = left.value, right.value
     symbolic = isinstance(a, Symbol) or isinstance(b, Symbol)
     if symbolic and all(_is_number(x) or isinstance(x, Symbol) for x in (a, b)):
@@ -242,27 +276,53 @@ def _arith(op: str, left: Raw, right: Raw, span: ir.Span | None) -> Any:
                 expected="an int or a float",
                 found=side.describe(),
             )
+    if op == "**" and isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and b > 0:
+        # Estimated before computing: `9 ** 9 ** 9` would take minutes to compute.
+        digits = b * math.log10(abs(a))
+        if digits > MAX_INT_DIGITS + 1:
+            raise _too_many_digits(f"about {digits:,.0f}", span, expr)
     try:
         if op == "+":
-            return a + b
-        if op == "-":
-            return a - b
-        if op == "*":
-            return a * b
-        if op == "/":
-            return a / b
-        if op == "//":
-            return a // b
-        if op == "%":
-            return a % b
-        result = a**b
-        if isinstance(result, complex) or (isinstance(result, float) and math.isinf(result)):
-            raise OverflowError
-        return result
+            result = a + b
+        elif op == "-":
+            result = a - b
+        elif op == "*":
+            result = a * b
+        elif op == "/":
+            result = a / b
+        elif op == "//":
+            result = a // b
+        elif op == "%":
+            result = a % b
+        else:
+            result = a**b
+            if isinstance(result, complex) or (isinstance(result, float) and math.isinf(result)):
+                raise OverflowError
     except ZeroDivisionError:
         raise CheckError("division by zero", span=span, code="division-by-zero") from None
     except OverflowError:
         raise CheckError("number too large", span=span, code="overflow") from None
+    if isinstance(result, int) and abs(result) >= _INT_CAP:
+        digits = result.bit_length() * math.log10(2)
+        raise _too_many_digits(f"about {digits:,.0f}", span, expr)
+    return result
+
+
+_INT_CAP = 10**MAX_INT_DIGITS
+
+
+def _too_many_digits(digits: str, span: ir.Span | None, expr: ir.Expr | None) -> CheckError:
+    from seqc.spec.printer import _flat
+
+    text = f"`{_flat(expr)}`" if expr is not None else "this arithmetic"
+    return CheckError(
+        f"{text} is too large to compute",
+        span=span,
+        code="overflow",
+        expected=f"integer arithmetic of at most {MAX_INT_DIGITS:,} digits",
+        found=f"{digits} digits",
+        hint="an int param holds less than 2**31 anyway",
+    )
 
 
 def _sym(v: Any) -> str:
@@ -336,15 +396,32 @@ def conform(raw: Raw, type_: Type, ctx: Context, what: str = "value") -> Any:
         raise _mismatch(raw, type_, what)
     if isinstance(v, Symbol):
         if name in ("int", "float"):
-            return v
+            return v  # known once the data is read; its range is checked then
         raise _mismatch(raw, type_, what)
     if name == "int":
         if isinstance(v, int) and not isinstance(v, bool):
-            return v
+            if not -INT_LIMIT <= v < INT_LIMIT:
+                raise _out_of_range(
+                    raw, type_, what, "does not fit in 32 bits", v, hint=_INT32_HINT
+                )
+            return _in_range(raw, v, type_, what)
         raise _mismatch(raw, type_, what)
     if name == "float":
         if _is_number(v):
-            return float(v)
+            try:
+                f = float(v)
+            except OverflowError:  # an int of hundreds of digits
+                f = math.inf
+            if not math.isfinite(f):
+                raise CheckError(
+                    f"{what} is not a finite number",
+                    span=raw.span,
+                    code="not-finite",
+                    expected=_range_words(type_),
+                    found=show_number(v) if isinstance(v, int) else repr(f),
+                    hint="a literal beyond 1.8e308 reads as inf" if math.isinf(f) else None,
+                )
+            return _in_range(raw, f, type_, what, v)
         raise _mismatch(raw, type_, what)
     if name == "bool":
         if isinstance(v, bool):
@@ -357,9 +434,14 @@ def conform(raw: Raw, type_: Type, ctx: Context, what: str = "value") -> Any:
             return v
         raise _mismatch(raw, type_, what)
     if name == "size":
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-            return v
-        if isinstance(v, str) and parse_size(v) is not None:
+        nbytes = v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+        if isinstance(v, str):
+            nbytes = parse_size(v)
+        if nbytes is not None:
+            if nbytes >= SIZE_LIMIT:
+                words = f"{_range_words(type_)} below 2**63 bytes"
+                raise _out_of_range(raw, type_, what, "is too large", v, expected=words)
+            _in_range(raw, nbytes, type_, what, v)
             return v
         raise CheckError(
             f"{what} is not a byte size",
@@ -415,12 +497,58 @@ def conform(raw: Raw, type_: Type, ctx: Context, what: str = "value") -> Any:
         key_t, val_t = type_.args
         out = {}
         for k, item in v.items():
-            key = conform(Raw(k, item.span), key_t, ctx, f"a key of {what}")
+            key_span = (raw.keys or {}).get(k) or item.span
+            key = conform(Raw(k, key_span), key_t, ctx, f"a key of {what}")
             out[key] = conform(item, val_t, ctx, f"the value at key {k} of {what}")
         return out
     if name == "kind":
         return bind_kind(raw, type_.choices[0], ctx, what)
     raise _mismatch(raw, type_, what)
+
+
+def _in_range(raw: Raw, value: Any, type_: Type, what: str, written: Any = None) -> Any:
+    """`value` if it is inside the type's range, else an error at the value's span."""
+    if type_.range is None or value in type_.range:
+        return value
+    raise _out_of_range(
+        raw, type_, what, f"must be {type_.range}", value if written is None else written
+    )
+
+
+_INT32_HINT = "the backends hold ints (sizes, steps, ids, seeds) as int32"
+
+
+def _out_of_range(
+    raw: Raw,
+    type_: Type,
+    what: str,
+    says: str,
+    value: Any,
+    expected: str | None = None,
+    hint: str | None = None,
+) -> CheckError:
+    found = show_number(value) if isinstance(value, int | float) else show_value(value)
+    if type_.name == "size" and isinstance(value, str):
+        found += f" ({show_number(parse_size(value) or 0)} bytes)"
+    return CheckError(
+        f"{what} {says}",
+        span=raw.span,
+        code="out-of-range",
+        expected=expected or _range_words(type_),
+        found=found,
+        hint=hint,
+    )
+
+
+def _range_words(t: Type) -> str:
+    """What a numeric type accepts, in words: "an int > 0 and < 2**31", "a finite float"."""
+    noun = {"int": "an int", "float": "a finite float", "size": "a byte size"}[t.name]
+    if t.range is None:
+        return noun + (" in [-2**31, 2**31) (int32)" if t.name == "int" else "")
+    words = f"{noun} {t.range}"
+    if t.name == "int" and (t.range.high is None or t.range.high >= INT_LIMIT):
+        words += " and < 2**31"
+    return words
 
 
 def _shape_matches(raw: Raw, t: Type) -> bool:
@@ -509,7 +637,58 @@ def bind_args(
             raise missing_param(spec.name, p.name, str(p.type), p.doc, span)
         else:
             out[p.name] = conform(from_python(p.default), p.type, ctx, f"`{spec.name}.{p.name}`")
+    check_relations(spec, out, {k: raw.span for k, raw in given.items()}, span)
     return CallValue(kind=spec.name, namespace=spec.namespace, args=out)
+
+
+def check_relations(
+    spec: KindSpec,
+    args: dict[str, Any],
+    spans: dict[str, ir.Span | None],
+    call_span: ir.Span | None,
+    changed: str | None = None,
+) -> None:
+    """The kind's relations between params (`d % heads == 0`), once its values are known.
+
+    The error points at the value of the relation's `blame` param (the call's argument, or the
+    line that set it: a model param, an override), or at the param just `changed` when one arg
+    of a call is set on its own; notes point at the other values and at the call, where they
+    are elsewhere.
+    """
+    for rel in spec.relations:
+        if rel.check(args) is not False:
+            continue
+        blame = changed if changed in rel.params else rel.blame
+        span = spans.get(blame) or call_span
+        notes = []
+        for name in rel.params:
+            other = spans.get(name)
+            if name != blame and other is not None and other != span:
+                notes.append(Note(other, f"`{name}` = {show_value(args[name])} is set here"))
+        if call_span is not None and (span is None or not span_within(span, call_span)):
+            notes.append(Note(call_span, f"in this call of `{spec.name}`"))
+        found = ", ".join(f"{name} = {show_value(args[name])}" for name in rel.params)
+        if rel.detail is not None:
+            found += f" ({rel.detail(*(args[name] for name in rel.params))})"
+        unless = f" (or give `{rel.unless}`)" if rel.unless else ""
+        raise CheckError(
+            f"`{spec.name}` needs `{rel.text}`{unless}",
+            span=span,
+            code="bad-relation",
+            expected=f"`{rel.text}`",
+            found=found,
+            hint=rel.hint,
+            notes=notes,
+        )
+
+
+def span_within(inner: ir.Span, outer: ir.Span) -> bool:
+    """Whether `inner` lies inside `outer` (an argument inside its call)."""
+    return (
+        inner.file == outer.file
+        and (inner.line, inner.col) >= (outer.line, outer.col)
+        and (inner.end_line, inner.end_col) <= (outer.end_line, outer.end_col)
+    )
 
 
 def plain(raw: Raw) -> Any:

@@ -202,11 +202,22 @@ class Body(Node):
 # ------------------------------------------------------------------------------------ layers
 
 
+class RangeExpr(Node):
+    """The values a param accepts: one comparison (`> 0`, `<= 1`) or an interval (`in [0, 1)`)."""
+
+    low: Number | None = None
+    high: Number | None = None
+    low_open: bool = Field(default=False, description="`>` or `(`: the low bound is excluded.")
+    high_open: bool = Field(default=False, description="`<` or `)`: the high bound is excluded.")
+    interval: bool = Field(default=False, description="Written `in [low, high]`.")
+
+
 class Param(Stmt):
-    """`name: type = default "description"`."""
+    """`name: type range = default "description"`, e.g. `d: int > 0 = 256 "width"`."""
 
     name: str
     type: TypeExpr
+    range: RangeExpr | None = None
     default: Expr | None = None
     doc: str | None = None
 

@@ -126,6 +126,8 @@ def _layer(decl: ir.LayerDecl) -> str:
 def _param(p: ir.Param, indent: str | None = None) -> str:
     """One param: flat, or, given the indent of its own line, with a long default wrapped."""
     text = f"{p.name}: {_type(p.type)}"
+    if p.range is not None:
+        text += f" {_range(p.range)}"
     if p.default is not None:
         if indent is None:
             text += f" = {_flat(p.default)}"
@@ -134,6 +136,17 @@ def _param(p: ir.Param, indent: str | None = None) -> str:
     if p.doc is not None:
         text += f" {_string(p.doc)}"
     return text
+
+
+def _range(r: ir.RangeExpr) -> str:
+    """`> 0`, `<= 1`, `in [0, 1)`: as written (one comparison or an interval)."""
+    if r.interval and r.low is not None and r.high is not None:
+        open_, close = "(" if r.low_open else "[", ")" if r.high_open else "]"
+        return f"in {open_}{r.low.text}, {r.high.text}{close}"
+    if r.low is not None:
+        return f"{'>' if r.low_open else '>='} {r.low.text}"
+    assert r.high is not None
+    return f"{'<' if r.high_open else '<='} {r.high.text}"
 
 
 def _forward(fwd: ir.Forward, indent: str) -> str:

@@ -4,24 +4,123 @@ A type is a small immutable value: it can check a literal value, print itself th
 writes it (`list[int]`, `size`), and be parsed back from that text. Both the built-in catalogue
 (declared in Python) and user layers (declared in .seq) use the same types, so one checker covers
 both.
+
+A numeric type may carry a `Range` (`int > 0`, `float in [0, 1)`): the values a param accepts.
+Beyond any range, every value must be one the backends can hold: an int fits int32 (step
+counters, widths and ids are int32 tensors), a float is finite, a size fits int64 bytes. These are
+checked where the value is written (`seqc.resolve.values.conform`), so `d = 0` or `lr = 1e999`
+fails at its line instead of as a crash or a NaN loss mid-run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field, replace
 
 DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "bool")
+
+INT_LIMIT = 2**31
+"""Every int is in [-2**31, 2**31): what an int32 tensor, a step counter or a seed holds."""
+
+SIZE_LIMIT = 2**63
+"""Every byte size is below 2**63: what an int64 holds."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric param accepts: `> 0`, `>= 1`, `< 1` or an interval `in [0, 1)`.
+
+    A range refines a type; it is checked on values, never in static assignability (a param
+    `d: int` may be passed where `int > 0` is expected, and is checked once its value is known).
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (
+            value > self.high or (self.high_open and value == self.high)
+        )
+
+    @property
+    def empty(self) -> bool:
+        """No value fits (`in [1, 0]`, `in (0, 0]`): a declaration error."""
+        if self.low is None or self.high is None:
+            return False
+        return self.low > self.high or (self.low == self.high and (self.low_open or self.high_open))
+
+    def __str__(self) -> str:
+        if self.low is not None and self.high is not None:
+            open_, close = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"in {open_}{show_bound(self.low)}, {show_bound(self.high)}{close}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {show_bound(self.low)}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {show_bound(self.high)}"
+        return "any value"
+
+
+def show_bound(x: float) -> str:
+    """A bound as a user reads it: `0`, `0.5`, `1e-08`, and `2**31` rather than 2147483648."""
+    if isinstance(x, int) and abs(x) >= 2**16:
+        for k in range(16, 64):
+            if abs(x) == 2**k:
+                return f"{'-' if x < 0 else ''}2**{k}"
+            if x == 2**k - 1:
+                return f"2**{k} - 1"
+    if isinstance(x, float) and x.is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x)
+
+
+POSITIVE = Range(low=0, low_open=True)
+"""> 0: widths, counts, lengths, rates that divide or take a log."""
+NON_NEGATIVE = Range(low=0)
+""">= 0: intervals where 0 means "never", learning rates, penalties."""
+PROBABILITY = Range(0, 1)
+"""in [0, 1]."""
+FRACTION = Range(0, 1, high_open=True)
+"""in [0, 1): dropout rates, label smoothing, decay rates of running means (1 would never move)."""
+
+
+def at_least(n: float) -> Range:
+    return Range(low=n)
+
+
+def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Range:
+    return Range(low, high, low_open, high_open)
 
 
 @dataclass(frozen=True)
 class Type:
-    """A param type. `name`: a scalar name, or `list`, `map`, `enum`, `kind`, `union`."""
+    """A param type. `name`: a scalar name, or `list`, `map`, `enum`, `kind`, `union`.
+
+    `range`: for int, float and size, the values accepted (see `Range`). It is left out of
+    equality: two types that differ only in range are the same type for the static checks.
+    """
 
     name: str
     args: tuple[Type, ...] = ()
     choices: tuple[str, ...] = ()
+    range: Range | None = field(default=None, compare=False)
+
+    def within(self, range_: Range) -> Type:
+        """This type with its numeric values limited to `range_`; through a union (`float |
+        schedule`, `int | none`) the range applies to the numeric alternatives."""
+        if self.name in RANGED:
+            return replace(self, range=range_)
+        if self.name == "union" and any(a.name in RANGED for a in self.args):
+            args = tuple(a.within(range_) if a.name in RANGED else a for a in self.args)
+            return replace(self, args=args)
+        raise ValueError(f"a range applies to int, float and size, not {self}")
 
     def __str__(self) -> str:
+        if self.range is not None:
+            return f"{self.name} {self.range}"
         if self.name == "list":
             return f"list[{self.args[0]}]"
         if self.name == "map":
@@ -47,6 +146,9 @@ LAYER = Type("layer")
 ANY = Type("any")
 
 SCALARS = {t.name: t for t in (INT, FLOAT, BOOL, STR, SIZE, DTYPE, LAYER, ANY)}
+
+RANGED = ("int", "float", "size")
+"""The types a range may refine."""
 
 
 def list_of(elem: Type) -> Type:
@@ -131,9 +233,10 @@ def parse_size(text: str) -> int | None:
         value = float(num)
     except ValueError:
         return None
-    if value < 0:
+    value *= _UNITS[unit]
+    if not math.isfinite(value) or value < 0:  # "1e999GiB", "nan MB"
         return None
-    return int(value * _UNITS[unit])
+    return int(value)
 
 
 SIZE_UNITS = tuple(_UNITS)

@@ -11,6 +11,9 @@ and checked by the compiler, not by type here.
 
 A default that is itself a kind is the string naming it ("adam", "cross_entropy", "single"): the
 checker treats it as the bare call with every param at its default.
+
+Counts and sizes are ints > 0 (`steps`, batch sizes, both sides of a bucket), intervals where 0
+means "never" are >= 0, and seeds are >= 0 (numpy refuses negative ones).
 """
 
 from __future__ import annotations
@@ -18,7 +21,20 @@ from __future__ import annotations
 from typing import Final
 
 from seqc.spec.kinds import REGISTRY, KindSpec, ParamSpec, declare, param
-from seqc.spec.types import ANY, BOOL, FLOAT, INT, STR, Type, kind, list_of, map_of, one_of
+from seqc.spec.types import (
+    ANY,
+    BOOL,
+    FLOAT,
+    INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    STR,
+    Type,
+    kind,
+    list_of,
+    map_of,
+    one_of,
+)
 from seqc.spec.types import optional as opt
 
 NAMESPACE: Final[str] = "block"
@@ -32,6 +48,11 @@ def block(name: str, doc: str, *fields: ParamSpec) -> KindSpec:
 
 
 _READER: Type = kind("reader")
+COUNT: Type = INT.within(POSITIVE)
+"""A number of steps, examples, tokens or devices: an int > 0."""
+EVERY: Type = INT.within(NON_NEGATIVE)
+"""An interval in steps, where 0 means never: an int >= 0."""
+SEED: Type = INT.within(NON_NEGATIVE)
 
 block(
     "input",
@@ -48,13 +69,13 @@ block(
     ),
     param(
         "buckets",
-        map_of(INT, INT),
+        map_of(COUNT, COUNT),
         {},
         "Length buckets as upper bound on length: batch size; empty for one batch size.",
     ),
-    param("max_length", INT, 256, "Drop training examples longer than this many tokens."),
-    param("shuffle_buffer", INT, 10000, "Examples held in the shuffle buffer; 0 for no shuffle."),
-    param("seed", INT, 1, "Seed of the shuffling order."),
+    param("max_length", COUNT, 256, "Drop training examples longer than this many tokens."),
+    param("shuffle_buffer", EVERY, 10000, "Examples held in the shuffle buffer; 0 for no shuffle."),
+    param("seed", SEED, 1, "Seed of the shuffling order."),
     param("lowercase", BOOL, False, "Lowercase all text before tokenising."),
 )
 
@@ -66,32 +87,44 @@ block(
     param("loss", kind("loss"), "cross_entropy", "Training objective."),
     param("metrics", list_of(kind("metric")), [], "Numbers reported on dev and test data."),
     param("decode", opt(kind("decode")), None, "How to generate output; none for scoring only."),
-    param("weight", FLOAT, 1.0, "Weight of this task's loss when several tasks train together."),
+    param(
+        "weight",
+        FLOAT,
+        1.0,
+        "Weight of this task's loss when several tasks train together.",
+        range=NON_NEGATIVE,
+    ),
 )
 
 block(
     "train",
     "How the model is optimised: update rule, length of training, numerics and bookkeeping.",
     param("optimizer", kind("optimizer"), "adam", "Update rule, with its learning rate."),
-    param("steps", INT, 1000, "Number of optimizer updates."),
+    param("steps", COUNT, 1000, "Number of optimizer updates."),
     param(
         "batch_size",
-        opt(INT),
+        opt(COUNT),
         None,
         "Examples per batch; none takes batch sizes from the input block's buckets.",
     ),
-    param("accumulate", INT, 1, "Batches whose gradients are summed before each update."),
-    param("seed", INT, 1, "Seed of weight initialisation and dropout."),
-    param("clip_norm", FLOAT, 1.0, "Clip the global gradient norm to this; 0 turns clipping off."),
+    param("accumulate", COUNT, 1, "Batches whose gradients are summed before each update."),
+    param("seed", SEED, 1, "Seed of weight initialisation and dropout."),
+    param(
+        "clip_norm",
+        FLOAT,
+        1.0,
+        "Clip the global gradient norm to this; 0 turns clipping off.",
+        range=NON_NEGATIVE,
+    ),
     param(
         "compute_dtype",
         one_of("float32", "bfloat16"),
         "float32",
         "Number format of activations and matrix products; weights stay float32.",
     ),
-    param("checkpoint_every", INT, 1000, "Save a checkpoint every this many steps; 0 for none."),
-    param("eval_every", INT, 500, "Evaluate on dev data every this many steps; 0 for never."),
-    param("log_every", INT, 100, "Log training loss and speed every this many steps."),
+    param("checkpoint_every", EVERY, 1000, "Save a checkpoint every this many steps; 0 for none."),
+    param("eval_every", EVERY, 500, "Evaluate on dev data every this many steps; 0 for never."),
+    param("log_every", EVERY, 100, "Log training loss and speed every this many steps."),
 )
 
 block(
@@ -99,7 +132,7 @@ block(
     "How training is spread over devices: the mesh, the devices and the layer placement.",
     param(
         "mesh",
-        map_of(STR, INT),
+        map_of(STR, COUNT),
         {"data": 1},
         "Named mesh axes and their sizes; the product is the number of devices used.",
     ),

@@ -14,7 +14,18 @@ from __future__ import annotations
 from typing import Final
 
 from seqc.spec.kinds import REGISTRY, declare, param
-from seqc.spec.types import BOOL, FLOAT, INT, STR, one_of, optional
+from seqc.spec.types import (
+    BOOL,
+    FLOAT,
+    INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    STR,
+    Type,
+    between,
+    one_of,
+    optional,
+)
 
 REGISTRY.docs.update(
     {
@@ -28,6 +39,15 @@ _PATH_DOC = (
     "then in the working directory (where `seqc data prepare` writes)."
 )
 _ENCODING_DOC = "Text encoding of the file."
+
+COLUMN: Final[Type] = INT.within(NON_NEGATIVE)
+"""A 0-based column index."""
+
+VOCAB: Final[Type] = INT.within(POSITIVE)
+"""A vocabulary size: an int > 0."""
+
+MIN_COUNT: Final[Type] = INT.within(NON_NEGATIVE)
+"""How often a token must be seen to be kept; 0 and 1 both keep every token seen."""
 
 SP_MODEL_TYPES: Final[tuple[str, ...]] = ("unigram", "bpe", "char", "word")
 """Segmentation algorithms SentencePiece can train."""
@@ -50,10 +70,10 @@ declare(
     "Tab-separated (or other delimiter) columns, one example per line; the source and target "
     "are taken from columns by index.",
     param("path", STR, doc=_PATH_DOC),
-    param("source", INT, 0, "0-based index of the source column."),
+    param("source", COLUMN, 0, "0-based index of the source column."),
     param(
         "target",
-        optional(INT),
+        optional(COLUMN),
         1,
         "0-based index of the target column; none for source-only data.",
     ),
@@ -85,7 +105,7 @@ declare(
     "tokenizer",
     "sentencepiece",
     "SentencePiece subword model, trained on the train reader's text unless `model` is given.",
-    param("vocab_size", INT, 8000, "Number of subword pieces, including special tokens."),
+    param("vocab_size", VOCAB, 8000, "Number of subword pieces, including special tokens."),
     param(
         "model_type",
         one_of(*SP_MODEL_TYPES),
@@ -97,6 +117,7 @@ declare(
         FLOAT,
         1.0,
         "Fraction of characters the model covers; lower (e.g. 0.9995) for large scripts.",
+        range=between(0, 1, low_open=True),
     ),
     param(
         "model",
@@ -112,7 +133,7 @@ declare(
     "chars",
     "One token per Unicode character seen in the training text.",
     param("lowercase", BOOL, False, "Lowercase text before tokenising."),
-    param("min_count", INT, 1, "Characters seen fewer times become the unknown token."),
+    param("min_count", MIN_COUNT, 1, "Characters seen fewer times become the unknown token."),
     positional=(),
 )
 
@@ -120,8 +141,8 @@ declare(
     "tokenizer",
     "words",
     "One token per whitespace-separated word, keeping the most frequent words.",
-    param("vocab_size", INT, 20000, "Most words kept, including special tokens."),
-    param("min_count", INT, 1, "Words seen fewer times become the unknown token."),
+    param("vocab_size", VOCAB, 20000, "Most words kept, including special tokens."),
+    param("min_count", MIN_COUNT, 1, "Words seen fewer times become the unknown token."),
     param("lowercase", BOOL, False, "Lowercase text before tokenising."),
     positional=(),
 )

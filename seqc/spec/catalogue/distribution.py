@@ -11,7 +11,8 @@ Namespaces:
 Why device numbers are params rather than detected: placement runs at compile time, possibly on
 a machine without the target devices, so the spec states what it targets. The defaults are
 round figures for a common part of each class; state real numbers for real placement.
-Sizes are written "16GiB" or "900GB"; bandwidths are sizes per second.
+Sizes are written "16GiB" or "900GB"; bandwidths are sizes per second. Memory, speed and
+bandwidths are > 0 (a placer divides by them); latency is >= 0.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from __future__ import annotations
 from typing import Final
 
 from seqc.spec.kinds import REGISTRY, declare, param
-from seqc.spec.types import FLOAT, INT, SIZE, STR, map_of, one_of
+from seqc.spec.types import (
+    FLOAT,
+    INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    SIZE,
+    STR,
+    Type,
+    between,
+    map_of,
+    one_of,
+)
 
 REGISTRY.docs.update(
     {
@@ -31,6 +43,12 @@ REGISTRY.docs.update(
 
 QUANTIZE_MODES: Final[tuple[str, ...]] = ("none", "dynamic", "int8", "fp16")
 """Post-training quantisation: none; dynamic-range int8 weights; full int8; float16 weights."""
+
+AMOUNT: Final[Type] = SIZE.within(POSITIVE)
+"""Bytes, or bytes per second: more than none."""
+FLOPS: Final[Type] = FLOAT.within(POSITIVE)
+LATENCY: Final[Type] = FLOAT.within(NON_NEGATIVE)
+DEVICE_INDEX: Final[Type] = INT.within(NON_NEGATIVE)
 
 _MEMORY_DOC = "Memory available to the model on one device."
 _FLOPS_DOC = "Peak arithmetic throughput in floating-point operations per second."
@@ -44,11 +62,11 @@ declare(
     "device",
     "cpu",
     "A host CPU (all its cores count as one device).",
-    param("memory", SIZE, "8GiB", _MEMORY_DOC),
-    param("flops", FLOAT, 1e11, _FLOPS_DOC),
-    param("bandwidth", SIZE, "20GB", _BANDWIDTH_DOC),
-    param("link", SIZE, "10GB", _LINK_DOC),
-    param("latency", FLOAT, 2e-5, _LATENCY_DOC),
+    param("memory", AMOUNT, "8GiB", _MEMORY_DOC),
+    param("flops", FLOPS, 1e11, _FLOPS_DOC),
+    param("bandwidth", AMOUNT, "20GB", _BANDWIDTH_DOC),
+    param("link", AMOUNT, "10GB", _LINK_DOC),
+    param("latency", LATENCY, 2e-5, _LATENCY_DOC),
     positional=(),
 )
 
@@ -56,11 +74,11 @@ declare(
     "device",
     "gpu",
     "One GPU (a MIG slice counts as one GPU with its own memory).",
-    param("memory", SIZE, "16GiB", _MEMORY_DOC),
-    param("flops", FLOAT, 1.5e13, _FLOPS_DOC),
-    param("bandwidth", SIZE, "900GB", _BANDWIDTH_DOC),
-    param("link", SIZE, "16GB", _LINK_DOC),
-    param("latency", FLOAT, 1.34e-4, _LATENCY_DOC),
+    param("memory", AMOUNT, "16GiB", _MEMORY_DOC),
+    param("flops", FLOPS, 1.5e13, _FLOPS_DOC),
+    param("bandwidth", AMOUNT, "900GB", _BANDWIDTH_DOC),
+    param("link", AMOUNT, "16GB", _LINK_DOC),
+    param("latency", LATENCY, 1.34e-4, _LATENCY_DOC),
     positional=(),
 )
 
@@ -68,11 +86,11 @@ declare(
     "device",
     "tpu",
     "One TPU core (or chip, if the backend exposes chips).",
-    param("memory", SIZE, "16GiB", _MEMORY_DOC),
-    param("flops", FLOAT, 1.2e14, _FLOPS_DOC),
-    param("bandwidth", SIZE, "600GB", _BANDWIDTH_DOC),
-    param("link", SIZE, "100GB", _LINK_DOC),
-    param("latency", FLOAT, 5e-5, _LATENCY_DOC),
+    param("memory", AMOUNT, "16GiB", _MEMORY_DOC),
+    param("flops", FLOPS, 1.2e14, _FLOPS_DOC),
+    param("bandwidth", AMOUNT, "600GB", _BANDWIDTH_DOC),
+    param("link", AMOUNT, "100GB", _LINK_DOC),
+    param("latency", LATENCY, 5e-5, _LATENCY_DOC),
     positional=(),
 )
 
@@ -82,7 +100,9 @@ declare(
     "placement",
     "single",
     "Puts the whole model on one device; other devices only replicate it along the data axis.",
-    param("device", INT, 0, "Index of the device in the distribution block's device list."),
+    param(
+        "device", DEVICE_INDEX, 0, "Index of the device in the distribution block's device list."
+    ),
     positional=("device",),
 )
 
@@ -92,7 +112,7 @@ declare(
     "Places each layer on the device its path is mapped to, e.g. "
     "manual(layers = {encoder: 0, decoder: 1}); a path covers the layers under it, the longest "
     "match wins, and unlisted layers go to device 0.",
-    param("layers", map_of(STR, INT), {}, "Layer path (or prefix) -> device index."),
+    param("layers", map_of(STR, DEVICE_INDEX), {}, "Layer path (or prefix) -> device index."),
     positional=("layers",),
 )
 
@@ -120,6 +140,7 @@ declare(
         FLOAT,
         0.5,
         "LP value above which a parent-child edge is kept on one device, in (0, 1).",
+        range=between(0, 1, low_open=True, high_open=True),
     ),
     positional=(),
 )
@@ -131,7 +152,7 @@ declare(
     "onnx",
     "ONNX graph of the inference model, for ONNX Runtime and similar servers.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
-    param("opset", INT, 17, "ONNX operator set version to target."),
+    param("opset", INT, 17, "ONNX operator set version to target.", range=POSITIVE),
     positional=(),
 )
 

@@ -14,17 +14,50 @@ Namespaces:
 
 A default that is itself a kind is written as a string naming the kind (e.g. a `train` block's
 optimizer defaults to "adam"); only kinds whose params all have defaults can be named that way.
+
+Ranges: learning rates and schedule values are finite and >= 0 (every float is finite), decay
+rates of running means are in [0, 1), stability terms (eps) are > 0, step counts that divide
+are > 0, decoding knobs are where sampling is defined (temperature > 0, top_p in (0, 1]).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from seqc.spec.kinds import REGISTRY, declare, param
-from seqc.spec.types import BOOL, FLOAT, INT, Type, kind, list_of, one_of, optional, union
+from seqc.spec.kinds import REGISTRY, declare, increasing, one_more, param
+from seqc.spec.types import (
+    BOOL,
+    FLOAT,
+    FRACTION,
+    INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    Type,
+    between,
+    kind,
+    list_of,
+    one_of,
+    optional,
+    union,
+)
 
-LR: Final[Type] = union(FLOAT, kind("schedule"))
+RATE: Final[Type] = FLOAT.within(NON_NEGATIVE)
+"""A learning rate or a penalty: a finite float >= 0."""
+
+LR: Final[Type] = union(RATE, kind("schedule"))
 """A learning rate: a constant float or a schedule call."""
+
+DECAY: Final[Type] = FLOAT.within(FRACTION)
+"""The decay rate of a running mean (Adam's betas, momentum): in [0, 1)."""
+
+EPS: Final[Type] = FLOAT.within(POSITIVE)
+"""A term added to a denominator for stability: > 0."""
+
+COUNT: Final[Type] = INT.within(POSITIVE)
+"""A number of steps, samples or tokens: an int > 0."""
+
+NATURAL: Final[Type] = INT.within(NON_NEGATIVE)
+"""A count where 0 means none (warmup steps, top_k), a step number or a seed: an int >= 0."""
 
 SAMPLERS: Final[tuple[str, ...]] = ("uniform", "unigram", "log_uniform")
 """Proposal distributions over the vocabulary for sampled losses."""
@@ -50,10 +83,10 @@ declare(
     "adam",
     "Adam (Kingma & Ba): per-weight steps from running means of the gradient and its square.",
     param("lr", LR, 1e-3, _LR_DOC),
-    param("beta1", FLOAT, 0.9, "Decay rate of the running mean of gradients."),
-    param("beta2", FLOAT, 0.999, "Decay rate of the running mean of squared gradients."),
-    param("eps", FLOAT, 1e-8, "Added to the denominator for numerical stability."),
-    param("weight_decay", FLOAT, 0.0, "L2 penalty added to the gradient (coupled, not AdamW)."),
+    param("beta1", DECAY, 0.9, "Decay rate of the running mean of gradients."),
+    param("beta2", DECAY, 0.999, "Decay rate of the running mean of squared gradients."),
+    param("eps", EPS, 1e-8, "Added to the denominator for numerical stability."),
+    param("weight_decay", RATE, 0.0, "L2 penalty added to the gradient (coupled, not AdamW)."),
     positional=("lr",),
 )
 
@@ -62,10 +95,10 @@ declare(
     "adamw",
     "AdamW (Loshchilov & Hutter): Adam with weight decay applied to the weights directly.",
     param("lr", LR, 1e-3, _LR_DOC),
-    param("beta1", FLOAT, 0.9, "Decay rate of the running mean of gradients."),
-    param("beta2", FLOAT, 0.999, "Decay rate of the running mean of squared gradients."),
-    param("eps", FLOAT, 1e-8, "Added to the denominator for numerical stability."),
-    param("weight_decay", FLOAT, 0.01, "Fraction of each weight removed per step, times lr."),
+    param("beta1", DECAY, 0.9, "Decay rate of the running mean of gradients."),
+    param("beta2", DECAY, 0.999, "Decay rate of the running mean of squared gradients."),
+    param("eps", EPS, 1e-8, "Added to the denominator for numerical stability."),
+    param("weight_decay", RATE, 0.01, "Fraction of each weight removed per step, times lr."),
     positional=("lr",),
 )
 
@@ -74,9 +107,9 @@ declare(
     "sgd",
     "Stochastic gradient descent, optionally with (Nesterov) momentum.",
     param("lr", LR, 0.1, _LR_DOC),
-    param("momentum", FLOAT, 0.0, "Decay rate of the velocity; 0 for plain SGD."),
+    param("momentum", DECAY, 0.0, "Decay rate of the velocity; 0 for plain SGD."),
     param("nesterov", BOOL, False, "Use Nesterov momentum (look-ahead gradient)."),
-    param("weight_decay", FLOAT, 0.0, "L2 penalty added to the gradient."),
+    param("weight_decay", RATE, 0.0, "L2 penalty added to the gradient."),
     positional=("lr",),
 )
 
@@ -86,8 +119,14 @@ declare(
     "Adagrad: per-weight steps scaled by the root of the summed squared gradients; suits "
     "sparse embedding updates.",
     param("lr", LR, 0.1, _LR_DOC),
-    param("initial_accumulator", FLOAT, 0.1, "Starting value of each squared-gradient sum."),
-    param("eps", FLOAT, 1e-7, "Added to the denominator for numerical stability."),
+    param(
+        "initial_accumulator",
+        FLOAT,
+        0.1,
+        "Starting value of each squared-gradient sum.",
+        range=NON_NEGATIVE,
+    ),
+    param("eps", EPS, 1e-7, "Added to the denominator for numerical stability."),
     positional=("lr",),
 )
 
@@ -97,14 +136,22 @@ declare(
     "Adafactor (Shazeer & Stern): Adam-like steps with factored second moments, so matrix "
     "weights need O(rows + cols) optimizer memory.",
     param("lr", LR, 1e-2, _LR_DOC),
-    param("decay_rate", FLOAT, 0.8, "Exponent of the step-dependent second-moment decay."),
+    param(
+        "decay_rate",
+        FLOAT,
+        0.8,
+        "Exponent of the step-dependent second-moment decay.",
+        range=NON_NEGATIVE,
+    ),
     param(
         "beta1",
-        optional(FLOAT),
+        optional(DECAY),
         None,
         "Decay rate of a first-moment (momentum) average; none keeps no first moment.",
     ),
-    param("clip_threshold", FLOAT, 1.0, "Clip each update to this root mean square."),
+    param(
+        "clip_threshold", FLOAT, 1.0, "Clip each update to this root mean square.", range=POSITIVE
+    ),
     param("factored", BOOL, True, "Factor second moments of matrices into row and column sums."),
     param(
         "scale_by_weight",
@@ -121,7 +168,7 @@ declare(
     "schedule",
     "constant",
     "The same value at every step.",
-    param("value", FLOAT, doc="The learning rate."),
+    param("value", RATE, doc="The learning rate."),
 )
 
 declare(
@@ -129,31 +176,31 @@ declare(
     "warmup_rsqrt",
     "Rises linearly from 0 to `peak` over `warmup` steps, then decays as "
     "peak * sqrt(warmup / step) (the Transformer schedule).",
-    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
-    param("warmup", INT, doc="Number of warmup steps."),
+    param("peak", RATE, doc="Learning rate at the end of warmup."),
+    param("warmup", NATURAL, doc="Number of warmup steps."),
 )
 
 declare(
     "schedule",
     "linear_warmup",
     "Rises linearly from 0 to `peak` over `warmup` steps, then stays at `peak`.",
-    param("peak", FLOAT, doc="Learning rate at the end of warmup and after it."),
-    param("warmup", INT, doc="Number of warmup steps."),
+    param("peak", RATE, doc="Learning rate at the end of warmup and after it."),
+    param("warmup", NATURAL, doc="Number of warmup steps."),
 )
 
 declare(
     "schedule",
     "cosine",
     "Optional linear warmup to `peak`, then a half cosine from `peak` down to `final`.",
-    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
-    param("warmup", INT, 0, "Number of linear warmup steps; 0 starts at peak."),
+    param("peak", RATE, doc="Learning rate at the end of warmup."),
+    param("warmup", NATURAL, 0, "Number of linear warmup steps; 0 starts at peak."),
     param(
         "decay_steps",
-        optional(INT),
+        optional(COUNT),
         None,
         "Steps after warmup over which to decay; none means the rest of the training run.",
     ),
-    param("final", FLOAT, 0.0, "Learning rate at the end of the decay and after it."),
+    param("final", RATE, 0.0, "Learning rate at the end of the decay and after it."),
     positional=("peak",),
 )
 
@@ -161,15 +208,15 @@ declare(
     "schedule",
     "linear_decay",
     "Optional linear warmup to `peak`, then a straight line from `peak` down to `final`.",
-    param("peak", FLOAT, doc="Learning rate at the end of warmup."),
-    param("warmup", INT, 0, "Number of linear warmup steps; 0 starts at peak."),
+    param("peak", RATE, doc="Learning rate at the end of warmup."),
+    param("warmup", NATURAL, 0, "Number of linear warmup steps; 0 starts at peak."),
     param(
         "decay_steps",
-        optional(INT),
+        optional(COUNT),
         None,
         "Steps after warmup over which to decay; none means the rest of the training run.",
     ),
-    param("final", FLOAT, 0.0, "Learning rate at the end of the decay and after it."),
+    param("final", RATE, 0.0, "Learning rate at the end of the decay and after it."),
     positional=("peak",),
 )
 
@@ -177,9 +224,9 @@ declare(
     "schedule",
     "exponential",
     "Starts at `initial` and is multiplied by `rate` every `every` steps.",
-    param("initial", FLOAT, doc="Learning rate at step 0."),
-    param("rate", FLOAT, doc="Factor applied per period, e.g. 0.5 to halve."),
-    param("every", INT, doc="Length of one period in steps."),
+    param("initial", RATE, doc="Learning rate at step 0."),
+    param("rate", FLOAT, doc="Factor applied per period, e.g. 0.5 to halve.", range=POSITIVE),
+    param("every", COUNT, doc="Length of one period in steps."),
     param("staircase", BOOL, False, "Apply the factor in whole periods instead of smoothly."),
 )
 
@@ -187,8 +234,12 @@ declare(
     "schedule",
     "piecewise",
     "Constant pieces: values[i] until step boundaries[i], then the last value.",
-    param("boundaries", list_of(INT), doc="Increasing steps at which the value changes."),
+    param("boundaries", list_of(NATURAL), doc="Increasing steps at which the value changes."),
     param("values", list_of(FLOAT), doc="One more value than boundaries."),
+    relations=(
+        one_more("values", "boundaries", hint="values[i] holds until boundaries[i]"),
+        increasing("boundaries"),
+    ),
 )
 
 # --- losses ------------------------------------------------------------------------------------
@@ -202,6 +253,7 @@ declare(
         FLOAT,
         0.0,
         "Mass moved from the target token to a uniform distribution over the vocabulary.",
+        range=FRACTION,
     ),
     param(
         "reduction",
@@ -220,7 +272,7 @@ declare(
     "sampled_softmax",
     "Softmax cross-entropy over the target plus sampled negatives, corrected for the sampling "
     "probabilities (Jean et al.); the full softmax is used at evaluation.",
-    param("samples", INT, doc=_SAMPLES_DOC),
+    param("samples", COUNT, doc=_SAMPLES_DOC),
     param("sampler", SAMPLER, "log_uniform", _SAMPLER_DOC),
     param(
         "remove_accidental_hits",
@@ -236,7 +288,7 @@ declare(
     "nce",
     "Noise-contrastive estimation: logistic regression of each target token against sampled "
     "noise tokens; trains an unnormalised model.",
-    param("samples", INT, doc=_SAMPLES_DOC),
+    param("samples", COUNT, doc=_SAMPLES_DOC),
     param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
     positional=("samples",),
 )
@@ -246,7 +298,7 @@ declare(
     "snis",
     "Self-normalised importance sampling: cross-entropy with the partition function estimated "
     "from the target and sampled negatives.",
-    param("samples", INT, doc=_SAMPLES_DOC),
+    param("samples", COUNT, doc=_SAMPLES_DOC),
     param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
     positional=("samples",),
 )
@@ -296,9 +348,9 @@ declare(
     "metric",
     "chrf",
     "chrF (Popović): F-score of character n-grams of decoded output against the references.",
-    param("char_order", INT, 6, "Longest character n-gram."),
-    param("word_order", INT, 0, "Longest word n-gram; 2 gives chrF++."),
-    param("beta", FLOAT, 2.0, "Weight of recall relative to precision."),
+    param("char_order", COUNT, 6, "Longest character n-gram."),
+    param("word_order", NATURAL, 0, "Longest word n-gram; 2 gives chrF++."),
+    param("beta", FLOAT, 2.0, "Weight of recall relative to precision.", range=NON_NEGATIVE),
     positional=(),
 )
 
@@ -310,7 +362,7 @@ declare(
     "decode",
     "greedy",
     "Takes the most likely token at each step.",
-    param("max_length", INT, 64, _MAX_LENGTH_DOC),
+    param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
     positional=(),
 )
 
@@ -318,16 +370,23 @@ declare(
     "decode",
     "sample",
     "Draws each token from the model's distribution, reshaped by temperature, top-k and top-p.",
-    param("temperature", FLOAT, 1.0, "Divide logits by this; below 1 sharpens, above 1 flattens."),
-    param("top_k", INT, 0, "Sample only among the k most likely tokens; 0 for no limit."),
+    param(
+        "temperature",
+        FLOAT,
+        1.0,
+        "Divide logits by this; below 1 sharpens, above 1 flattens.",
+        range=POSITIVE,
+    ),
+    param("top_k", NATURAL, 0, "Sample only among the k most likely tokens; 0 for no limit."),
     param(
         "top_p",
         FLOAT,
         1.0,
         "Sample only among the most likely tokens whose mass reaches p (nucleus); 1 for all.",
+        range=between(0, 1, low_open=True),
     ),
-    param("max_length", INT, 64, _MAX_LENGTH_DOC),
-    param("seed", INT, 0, "Random seed, so decoding is reproducible."),
+    param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
+    param("seed", NATURAL, 0, "Random seed, so decoding is reproducible."),
     positional=(),
 )
 
@@ -336,8 +395,14 @@ declare(
     "beam",
     "Beam search keeping the `width` best partial outputs, ranked by length-normalised "
     "log-probability (GNMT penalty ((5 + len) / 6) ^ alpha).",
-    param("width", INT, 4, "Number of hypotheses kept at each step."),
-    param("length_penalty", FLOAT, 0.6, "Exponent alpha of the length penalty; 0 disables it."),
-    param("max_length", INT, 64, _MAX_LENGTH_DOC),
+    param("width", COUNT, 4, "Number of hypotheses kept at each step."),
+    param(
+        "length_penalty",
+        FLOAT,
+        0.6,
+        "Exponent alpha of the length penalty; 0 disables it.",
+        range=NON_NEGATIVE,
+    ),
+    param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
     positional=("width",),
 )
