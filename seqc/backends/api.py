@@ -21,7 +21,7 @@ computed on the host (`seqc.run.schedule`) and given to each step.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -51,6 +51,8 @@ class Weights:
     path: Path
     full_state: bool
     """True when the checkpoint holds the optimizer state too (a run can resume from it)."""
+    skipped: list[str] = field(default_factory=list)
+    """Why each newer checkpoint could not be read (the newest readable one was taken)."""
 
 
 class Generator(Protocol):
@@ -107,8 +109,12 @@ class CheckpointStore(Protocol):
 
     def latest(self) -> int | None: ...
 
+    skipped: list[str]
+    """Why each checkpoint `restore` passed over could not be read."""
+
     def restore(self, like: State, step: int | None = None) -> State:
-        """The state of checkpoint `step` (the latest by default), shaped like `like`."""
+        """The state of checkpoint `step`, shaped like `like`; by default the newest that can
+        be read, setting each damaged newer one aside (`skipped` says why)."""
         ...
 
     def close(self) -> None: ...

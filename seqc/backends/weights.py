@@ -13,19 +13,24 @@ its own backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
 from seqc.backends import registry
 from seqc.backends.api import Weights
 from seqc.compiler.graph import Graph
-from seqc.spec.errors import FileError
+from seqc.spec.errors import FileError, no_checkpoint
+
+T = TypeVar("T")
 
 __all__ = [
     "Weights",
     "checkpoint_dir",
     "match_params",
+    "newest_readable",
     "read_weights",
     "unreadable",
     "write_weights",
@@ -38,10 +43,22 @@ def checkpoint_dir(path: Path) -> Path:
 
 
 def read_weights(path: Path, step: int | None = None) -> Weights:
-    """The weights of checkpoint `step` (the latest by default) of a run directory or a
-    checkpoints folder, written by any backend."""
+    """The weights of checkpoint `step` of a run directory or a checkpoints folder, written by
+    any backend: by default the newest that can be read. `RUN/checkpoints/N` (or `ckpt-N`)
+    names step N."""
+    named = _named_step(path)
+    if named is not None and step is None:
+        path, step = named
     directory = checkpoint_dir(path)
     return registry.checkpoint_backend(directory).read_weights(directory.resolve(), step)
+
+
+def _named_step(path: Path) -> tuple[Path, int] | None:
+    """(the checkpoints folder, N) for a path naming one checkpoint: `.../N` or `.../ckpt-N`."""
+    name = path.name.removeprefix("ckpt-")
+    if name.isdigit() and path.parent.is_dir() and not (path / "checkpoints").is_dir():
+        return path.parent, int(name)
+    return None
 
 
 def write_weights(weights: Weights, directory: Path, backend: str) -> Path:
@@ -57,15 +74,45 @@ def write_weights(weights: Weights, directory: Path, backend: str) -> Path:
     return directory
 
 
-def unreadable(path: Path, e: Exception, step: int) -> FileError:
-    """The error of a checkpoint that exists but cannot be read, in any format: the first line
-    of what the library said, not its whole text."""
-    first = (str(e).strip().splitlines() or [""])[0]
+def unreadable(path: Path, why: str | Exception, step: int) -> FileError:
+    """The error of a checkpoint that exists but cannot be read, in any format. A library's
+    own text (TensorStore's, TF's) stays out of the message: `--debug` shows it, chained."""
+    if isinstance(why, Exception):
+        why = f"its files are incomplete or do not decode ({type(why).__name__})"
     return FileError(
-        f"checkpoint {step} at {path} cannot be read: {type(e).__name__}: {first}",
+        f"checkpoint {step} at {path} cannot be read: {why}",
         path=str(path),
         code="bad-checkpoint",
-        hint="it may be corrupt or not a seqc checkpoint; delete it to fall back to an older one",
+        hint="it may be damaged or from another model; an older checkpoint is used when there "
+        "is one, or name one with --checkpoint RUN/checkpoints/N",
+    )
+
+
+def newest_readable(
+    directory: Path,
+    steps: Iterable[int],
+    read: Callable[[int], T],
+    set_aside: Callable[[int], None] | None = None,
+) -> tuple[T, list[str]]:
+    """`read` of the newest step that can be read, and why each newer one could not; a
+    damaged one is passed to `set_aside` (a resumed run moves it out of the way)."""
+    skipped: list[str] = []
+    ordered = sorted(steps, reverse=True)
+    if not ordered:
+        raise no_checkpoint(directory)
+    for step in ordered:
+        try:
+            return read(step), skipped
+        except FileError as e:
+            skipped.append(e.message)
+            if set_aside is not None:
+                set_aside(step)
+    listed = "".join(f"\n  - {line}" for line in skipped)
+    raise FileError(
+        f"no checkpoint in {directory} can be read:{listed}",
+        path=str(directory),
+        code="bad-checkpoint",
+        hint="start a new run (another --run-dir), or restore the files from a backup",
     )
 
 

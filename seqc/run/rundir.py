@@ -4,10 +4,12 @@ spec/            the spec file and every file it imports, as they were (frozen t
                  folders relative to each other, so imports resolve and `seqc check` and
                  `seqc train --resume` run from here (`run.json` names the root spec)
 resolved.json    the resolved experiment, every value explicit, with provenance
-run.json         experiment, seeds, backend, package versions, command line, start time
-metrics.jsonl    one JSON object per logged step and per evaluation
+run.json         experiment, seeds, backend, package versions, command line, start time, and
+                 each resume (when, from which step)
+metrics.jsonl    one JSON object per logged step and per evaluation, never a step twice
 events/          TensorBoard event files (tensorboardX)
-checkpoints/     orbax checkpoints, every `train.checkpoint_every` steps
+checkpoints/     the backend's checkpoints, every `train.checkpoint_every` steps
+.lock            held (an OS file lock) by the run that owns the directory
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from seqc.data.readers import ORIGIN
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 from seqc.resolve.values import to_json
+from seqc.run.lock import RunLock, unwritable
+from seqc.run.resume import check_resume
 from seqc.spec.errors import FileError
 
 PACKAGES = (
@@ -51,6 +55,10 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
 def spec_tree(program: Program) -> tuple[Path, dict[Path, Path]]:
@@ -93,8 +101,10 @@ def copy_spec_tree(program: Program, dest: Path, origin: bool = True) -> Path:
     for src, rel in files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel)
-    if origin:
+    if origin:  # also marks the top of the tree: imports resolve inside it (resolve/program.py)
         (dest / ORIGIN).write_text(str(root) + "\n", encoding="utf-8")
+    else:
+        (dest / "seqc.toml").write_text("# a frozen copy of a spec tree: its root\n")
     return dest / _root_spec(program, files)
 
 
@@ -104,32 +114,85 @@ def _root_spec(program: Program, files: dict[Path, Path]) -> Path:
 
 
 class RunDir:
+    """A run directory. `check` validates without writing; the writes (`start`, `resumed`,
+    `log`) happen under `lock`, which one run holds at a time."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.checkpoints = path / "checkpoints"
         self.metrics_path = path / "metrics.jsonl"
         self.spec_file = path / "spec"
-        """The frozen copy of the root spec (set by `create`)."""
+        """The frozen copy of the root spec (set by `start` and `resumed`)."""
         self._writer: Any = None
 
-    @classmethod
-    def create(
-        cls, path: Path, program: Program, resolved: ResolvedExperiment, resume: bool
-    ) -> RunDir:
-        run = cls(path)
-        if not resume and (path / "checkpoints").exists():
+    def has_checkpoints(self) -> bool:
+        return self.checkpoints.is_dir() and any(self.checkpoints.iterdir())
+
+    def check(self, resolved: ResolvedExperiment, resume: bool, locked: bool = False) -> None:
+        """Everything that can refuse a run, before anything is written (`locked`: this
+        process holds the directory's lock already)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise unwritable(self.path, OSError(20, "Not a directory"))
+        if not locked:
+            self.lock().check()  # another run owning it says so first, whatever else is wrong
+        if resume:
+            if not self.has_checkpoints():
+                raise FileError(
+                    f"nothing to resume in {self.path}: it holds no checkpoint",
+                    path=str(self.checkpoints),
+                    code="no-checkpoint",
+                    hint="drop --resume to start a new run here",
+                )
+            check_resume(self.path, resolved)
+        elif self.has_checkpoints():
             raise FileError(
-                f"run directory {path} already holds a run",
-                path=str(path),
+                f"run directory {self.path} already holds a run",
+                path=str(self.path),
                 code="run-exists",
                 hint="continue it with --resume, or choose another --run-dir",
             )
-        path.mkdir(parents=True, exist_ok=True)
-        spec_dir = path / "spec"
-        if spec_dir.exists():  # a resumed run keeps the spec it started with
-            run.spec_file = spec_dir / _root_spec(program, spec_tree(program)[1])
-        else:
-            run.spec_file = copy_spec_tree(program, spec_dir)
+
+    def lock(self) -> RunLock:
+        return RunLock(self.path)
+
+    def start(self, program: Program, resolved: ResolvedExperiment, info: dict[str, Any]) -> None:
+        """A new run: the frozen spec, the resolved experiment and the run's facts."""
+        try:
+            spec_dir = self.path / "spec"
+            if spec_dir.exists():  # a run that stopped before its first checkpoint
+                shutil.rmtree(spec_dir)
+            self.spec_file = copy_spec_tree(program, spec_dir)
+            self._write_resolved(resolved)
+            info = {
+                **info,
+                "spec": self.spec_file.relative_to(self.path).as_posix(),
+                "versions": versions(),
+                "argv": sys.argv,
+                "started": _now(),
+            }
+            (self.path / "run.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+            self.metrics_path.write_text("")
+        except OSError as e:
+            raise unwritable(self.path, e) from None
+
+    def resumed(self, program: Program, resolved: ResolvedExperiment, step: int) -> None:
+        """A resumed run keeps its spec and facts; the resume is added to `run.json`, the
+        settings it may change (`seqc.run.resume.ALLOWED`) to `resolved.json`, and the metrics
+        past the checkpoint are dropped."""
+        self.spec_file = self.path / "spec" / _root_spec(program, spec_tree(program)[1])
+        try:
+            self._write_resolved(resolved)
+            run_json = self.path / "run.json"
+            info = json.loads(run_json.read_text()) if run_json.exists() else {}
+            info.setdefault("resumed", []).append(
+                {"at": _now(), "from_step": step, "argv": sys.argv, "versions": versions()}
+            )
+            run_json.write_text(json.dumps(info, indent=2, default=str) + "\n")
+            self.truncate_metrics(step)
+        except OSError as e:
+            raise unwritable(self.path, e) from None
+
+    def _write_resolved(self, resolved: ResolvedExperiment) -> None:
         data = {
             "name": resolved.name,
             "chain": list(resolved.chain),
@@ -137,22 +200,16 @@ class RunDir:
             "config": to_json(resolved.config),
             "provenance": {p: str(resolved.origin(p)) for p, _ in resolved.leaves()},
         }
-        (path / "resolved.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
-        return run
-
-    def write_run_info(self, info: dict[str, Any]) -> None:
-        info = {
-            **info,
-            "spec": self.spec_file.relative_to(self.path).as_posix(),
-            "versions": versions(),
-            "argv": sys.argv,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-        (self.path / "run.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+        (self.path / "resolved.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
 
     def log(self, record: dict[str, Any]) -> None:
-        with self.metrics_path.open("a") as f:
-            f.write(json.dumps(record, default=float) + "\n")
+        """One line of metrics, written whole and flushed to the OS: a crash leaves at most a
+        torn last line, which `truncate_metrics` drops."""
+        try:
+            with self.metrics_path.open("a") as f:
+                f.write(json.dumps(record, default=float) + "\n")
+        except OSError as e:
+            raise unwritable(self.path, e) from None
         writer = self._tb()
         if writer is not None:
             step = int(record.get("step", 0))
@@ -163,14 +220,28 @@ class RunDir:
             writer.flush()
 
     def truncate_metrics(self, step: int) -> None:
-        """On resume, drop records past the checkpoint so the curve has no duplicates."""
+        """On resume, drop records past the checkpoint so no step is logged twice, and a
+        torn last line (a crash mid-write); a line that cannot be read elsewhere is an error."""
         if not self.metrics_path.exists():
             return
-        keep = [
-            line
-            for line in self.metrics_path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step
-        ]
+        lines = self.metrics_path.read_text(errors="replace").splitlines()
+        keep = []
+        for i, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                if i == len(lines) - 1:  # torn by a crash: the checkpoint has what matters
+                    break
+                raise FileError(
+                    f"{self.metrics_path} line {i + 1} is not JSON",
+                    path=f"{self.metrics_path}:{i + 1}",
+                    code="bad-metrics",
+                    hint="remove or repair that line, then resume again",
+                ) from None
+            if record.get("step", 0) <= step:
+                keep.append(line)
         self.metrics_path.write_text("".join(line + "\n" for line in keep))
 
     def _tb(self) -> Any:

@@ -18,7 +18,7 @@ from seqc.data.pipeline import InputPipeline
 from seqc.resolve.experiment import ResolvedExperiment, resolve
 from seqc.resolve.layers import LayerInstance
 from seqc.resolve.program import Program, load_program
-from seqc.spec.errors import CheckError, UsageError
+from seqc.spec.errors import CheckError, Note, UsageError
 
 
 @dataclass
@@ -79,6 +79,7 @@ def open_session(
             hint="an encoder-decoder reads `src`; its input needs targets (pairs of texts)",
         )
     _check_positions(resolved.models[task], pipeline)
+    _check_vocabularies(resolved, task, pipeline)
     return Session(program, resolved, task, pipeline, compiled)
 
 
@@ -100,6 +101,45 @@ def compile_experiment(
 
 
 POSITIONAL = ("SinusoidalPosition", "LearnedPosition")
+VOCABULARY = ("Embedding", "Softmax")
+"""Layers with a row (or column) per token id: a vocabulary smaller than the tokenizer's would
+read past the table (NaN or garbage) or never predict the ids past it."""
+
+
+def _instances(model: LayerInstance) -> list[LayerInstance]:
+    """Every layer of a model's tree, in the order it is declared."""
+    found, stack = [], [model]
+    while stack:
+        inst = stack.pop()
+        stack.extend(reversed(inst.children))
+        found.append(inst)
+    return found
+
+
+def _check_vocabularies(resolved: ResolvedExperiment, task: str, pipeline: InputPipeline) -> None:
+    """Every embedding and output layer covers the ids the data holds: at least the smaller
+    tokenizer's vocabulary (the source's and the target's may differ), reported at the layer,
+    with a note at the model argument that gave the size."""
+    need = min(pipeline.vocab_size, pipeline.target_vocab_size)
+    model_args = resolved.config[task]["model"].args
+    for inst in _instances(resolved.models[task]):
+        vocab = inst.args.get("vocab")
+        if inst.kind in VOCABULARY and isinstance(vocab, int) and vocab < need:
+            notes = [
+                Note(span, f"`{task}.model.{name}` = {vocab} is set here")
+                for name, value in model_args.items()
+                if value == vocab and (span := resolved.span(f"{task}.model.{name}")) is not None
+            ]
+            raise CheckError(
+                f"`{inst.path}` has a vocabulary of {vocab}, but the tokenizer of "
+                f"`{pipeline.name}` gives {need} ids",
+                span=inst.span,
+                code="vocab-too-small",
+                expected=f"vocab >= {need}",
+                found=str(vocab),
+                hint="pass the input's size, e.g. `vocab = input.vocab_size`",
+                notes=notes[:1],
+            )
 
 
 def _check_positions(model: LayerInstance, pipeline: InputPipeline) -> None:
@@ -112,10 +152,7 @@ def _check_positions(model: LayerInstance, pipeline: InputPipeline) -> None:
         (b.bound for split in pipeline.splits.values() for b in split.batcher.buckets),
         default=0,
     )
-    stack = [model]
-    while stack:
-        inst = stack.pop()
-        stack.extend(inst.children)
+    for inst in _instances(model):
         if inst.kind in POSITIONAL and inst.args.get("max_length", longest) < longest:
             raise CheckError(
                 f"`{inst.path}` covers {inst.args['max_length']} positions, but batches of "

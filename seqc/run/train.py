@@ -3,10 +3,18 @@
 Exactness of `--resume`: the checkpoint holds params, optimizer state, step and rng; the data
 order is a pure function of (seed, step), so a resumed run sees the same batches in the same
 order and reaches the same parameters as an uninterrupted one.
+
+A run never loses work: everything that can refuse it (the run directory, the resume's
+settings, the placement, the devices) is checked before anything is written; the run owns its
+directory through an OS lock (`seqc.run.lock`); SIGINT or SIGTERM stops it after the step in
+flight with a checkpoint (`seqc.run.interrupt`); a damaged newest checkpoint is set aside and
+the newest good one resumed; metrics never hold a step twice; a loss that stops being finite
+ends the run at once, before a checkpoint could save the broken weights.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,14 +32,21 @@ from rich.progress import (
 )
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, fetch
+from seqc.backends.api import Backend, CheckpointStore, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.run.evaluate import evaluate
+from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.rundir import RunDir
-from seqc.run.schedule import learning_rate
+from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.session import Session
-from seqc.spec.errors import CheckError, UsageError
+from seqc.spec.errors import CheckError, SeqcError, UsageError
+
+
+class LossNotFinite(SeqcError):
+    """The training loss became NaN or infinite."""
+
+    phase = "train"
 
 
 @dataclass
@@ -64,18 +79,81 @@ def train(
     console = console or Console(stderr=True)
     engine = registry.backend(backend)
     cfg = session.train_config
-    total = int(cfg["steps"])
-    seed = int(cfg["seed"])
     rate = learning_rate(cfg, session.resolved.span("train.optimizer"))
+    run = RunDir(run_dir)
+    run.check(session.resolved, resume)
     if resume:
-        _check_resumable(run_dir / "checkpoints", engine)
+        _check_resumable(run.checkpoints, engine)
     placement = _placement(session, engine, console)
     devices = None if placement is None else placement.devices
-    # The model before the run directory: a device the plan lacks is an error before any write.
     model = engine.model(session.compiled, cfg, placement=devices, **(model_options or {}))
-    run = RunDir.create(run_dir, session.program, session.resolved, resume)
-    run.write_run_info(
-        {
+    with run.lock():
+        run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
+        checkpoints = engine.checkpoints(run.checkpoints)
+        try:
+            loop = _Loop(session, run, model, checkpoints, rate, console, eval_batches)
+            state, start = loop.start(resume, placement, backend)
+            result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
+            loop.result = result
+            if eval_before and loop.has_dev and start == 0:
+                result.dev_before = loop.evaluate(state, 0)
+            result.state = loop.train(state, start, progress)
+            if loop.has_dev:
+                result.dev_after = loop.evaluate(result.state, result.steps)
+        finally:
+            checkpoints.close()
+            run.close()
+    return result
+
+
+class _Loop:
+    """One training run's loop over a locked run directory."""
+
+    def __init__(
+        self,
+        session: Session,
+        run: RunDir,
+        model: Model,
+        checkpoints: CheckpointStore,
+        rate: Schedule,
+        console: Console,
+        eval_batches: int,
+    ) -> None:
+        self.session, self.run, self.model = session, run, model
+        self.checkpoints, self.rate, self.console = checkpoints, rate, console
+        self.eval_batches = eval_batches
+        cfg = session.train_config
+        self.total = int(cfg["steps"])
+        self.log_every = max(int(cfg["log_every"]), 1)
+        self.eval_every, self.ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
+        self.has_dev = "dev" in session.pipeline.splits
+        self.pending: list[tuple[int, Any]] = []
+        self.window = (0.0, time.perf_counter())
+        self.result: TrainResult | None = None
+
+    # ---------------------------------------------------------------- start
+    def start(
+        self, resume: bool, placement: Placement | None, backend: str
+    ) -> tuple[dict[str, Any], int]:
+        """The state to train from, and its step: a fresh one, or the newest good checkpoint
+        (damaged newer ones set aside, with a warning naming each)."""
+        session, run = self.session, self.run
+        seed = int(session.train_config["seed"])
+        state = self.model.init(seed)
+        if not resume:
+            run.start(session.program, session.resolved, self._info(backend, seed, placement))
+            return state, 0
+        state = self.checkpoints.restore(state)
+        for why in self.checkpoints.skipped:
+            self.console.print(f"warning: {why}; it was set aside", soft_wrap=True)
+        start = int(np.asarray(state["step"]))
+        run.resumed(session.program, session.resolved, start)
+        self.console.print(f"resumed from step {start} of {run.checkpoints}")
+        return state, start
+
+    def _info(self, backend: str, seed: int, placement: Placement | None) -> dict[str, Any]:
+        session = self.session
+        return {
             "experiment": session.resolved.name,
             "task": session.task,
             "backend": backend,
@@ -87,69 +165,100 @@ def train(
             if placement is None
             else {"algorithm": placement.plan.algorithm, "devices": placement.used},
         }
-    )
-    state = model.init(seed)
-    checkpoints = engine.checkpoints(run.checkpoints)
-    start = 0
-    if resume and checkpoints.latest() is not None:
-        state = checkpoints.restore(state)
-        start = int(np.asarray(state["step"]))
-        run.truncate_metrics(start)
-        console.print(f"resumed from step {start} of {run.checkpoints}")
-    has_dev = "dev" in session.pipeline.splits
-    result = TrainResult(run_dir, total, state, model, backend=backend)
-    if eval_before and has_dev and start == 0:
-        result.dev_before = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
-        run.log({"step": 0, "split": "dev", **result.dev_before})
-    batches = session.pipeline.batches("train", start_step=start)
-    log_every = max(int(cfg["log_every"]), 1)
-    eval_every, ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
-    window_tokens, window_start = 0.0, time.perf_counter()
-    pending: list[tuple[int, Any]] = []
-    bar = _progress(console, progress)
-    with bar:
-        job = bar.add_task("train", total=total, completed=start, loss=float("nan"), tps=0.0)
-        for step in range(start, total):
-            batch = next(batches)
-            state, metrics = model.train_step(state, batch, rate(step))
-            pending.append((step + 1, metrics))
-            done = step + 1
-            if done % log_every == 0 or done == total:
-                fetched = [fetch(m) for _, m in pending]
-                elapsed = time.perf_counter() - window_start
-                for (s, _), m in zip(pending, fetched, strict=True):
-                    window_tokens += float(m["tokens"])
-                    record = {
-                        "step": s,
-                        "split": "train",
-                        "loss": float(m["loss"]),
-                        "grad_norm": float(m["grad_norm"]),
-                        "lr": rate(s - 1),
-                    }
-                    if s == done:
-                        record["tokens_per_s"] = window_tokens / max(elapsed, 1e-9)
-                    run.log(record)
-                    result.history.append(record)
-                last = result.history[-1]
-                bar.update(job, loss=last["loss"], tps=last.get("tokens_per_s", 0.0))
-                pending.clear()
-                window_tokens, window_start = 0.0, time.perf_counter()
-            bar.update(job, completed=done)
-            if has_dev and eval_every and done % eval_every == 0 and done != total:
-                dev = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
-                run.log({"step": done, "split": "dev", **dev})
-                console.print(f"step {done}: dev perplexity {dev['perplexity']:.2f}")
-            if ckpt_every and done % ckpt_every == 0:
-                checkpoints.save(done, state)
-    if checkpoints.latest() != total:
-        checkpoints.save(total, state)
-    checkpoints.close()
-    if has_dev:
-        result.dev_after = evaluate(model, state["params"], session.pipeline, "dev", eval_batches)
-        run.log({"step": total, "split": "dev", **result.dev_after})
-    run.close()
-    result.state = state
-    return result
+
+    # ---------------------------------------------------------------- steps
+    def train(self, state: dict[str, Any], start: int, progress: bool) -> dict[str, Any]:
+        batches = self.session.pipeline.batches("train", start_step=start)
+        bar = _progress(self.console, progress)
+        announce = lambda signum: self.console.print(  # noqa: E731
+            f"{NAMES.get(signum, signum)}: stopping after this step with a checkpoint "
+            "(again to abort at once, losing the steps since the last checkpoint)"
+        )
+        with bar, StopRequests(announce) as stop:
+            job = bar.add_task("train", total=self.total, completed=start, loss=math.nan, tps=0.0)
+            for step in range(start, self.total):
+                state, metrics = self.model.train_step(state, next(batches), self.rate(step))
+                done = step + 1
+                self.pending.append((done, metrics))
+                if done % self.log_every == 0 or done == self.total:
+                    self.flush(done)
+                    last = self.history[-1]
+                    bar.update(job, loss=last["loss"], tps=last.get("tokens_per_s", 0.0))
+                bar.update(job, completed=done)
+                if self._eval_due(done):
+                    dev = self.evaluate(state, done)
+                    self.console.print(f"step {done}: dev perplexity {dev['perplexity']:.2f}")
+                if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total:
+                    self.save(done, state)
+                if stop.signum is not None and done < self.total:
+                    self.save(done, state)
+                    raise Interrupted(done, stop.signum)
+        return state
+
+    def _eval_due(self, done: int) -> bool:
+        every = self.eval_every
+        return self.has_dev and bool(every) and done % every == 0 and done != self.total
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        assert self.result is not None
+        return self.result.history
+
+    def flush(self, done: int) -> None:
+        """Fetch the pending steps' metrics (waiting for them), log them, and stop the run if
+        a loss is not finite."""
+        if not self.pending:
+            return
+        tokens, since = self.window
+        fetched = [fetch(m) for _, m in self.pending]
+        elapsed = time.perf_counter() - since
+        for (s, _), m in zip(self.pending, fetched, strict=True):
+            tokens += float(m["tokens"])
+            record = {
+                "step": s,
+                "split": "train",
+                "loss": float(m["loss"]),
+                "grad_norm": float(m["grad_norm"]),
+                "lr": self.rate(s - 1),
+            }
+            if s == done:
+                record["tokens_per_s"] = tokens / max(elapsed, 1e-9)
+            self.run.log(record)
+            self.history.append(record)
+            if not math.isfinite(record["loss"]):
+                self.pending.clear()
+                raise self._not_finite(s, record["loss"])
+        self.pending.clear()
+        self.window = (0.0, time.perf_counter())
+
+    def _not_finite(self, step: int, loss: float) -> LossNotFinite:
+        last = self.checkpoints.latest()
+        resolved = self.session.resolved
+        where = (
+            f"the last good checkpoint is step {last} in {self.run.checkpoints}"
+            if last is not None
+            else "no checkpoint was written before it"
+        )
+        return LossNotFinite(
+            f"the training loss became {loss} at step {step}; {where}",
+            span=resolved.span("train.optimizer") or resolved.span("train"),
+            path=str(self.run.path),
+            code="loss-not-finite",
+            hint="lower the learning rate, set train.clip_norm, or check the data; then resume "
+            "from the last checkpoint (--resume) or start anew",
+        )
+
+    def save(self, done: int, state: dict[str, Any]) -> None:
+        """A checkpoint of `state` at step `done`, once its metrics are known to be finite."""
+        self.flush(done)
+        if self.checkpoints.latest() != done:
+            self.checkpoints.save(done, state)
+
+    def evaluate(self, state: dict[str, Any], step: int) -> dict[str, Any]:
+        pipeline = self.session.pipeline
+        dev = evaluate(self.model, state["params"], pipeline, "dev", self.eval_batches)
+        self.run.log({"step": step, "split": "dev", **dev})
+        return dev
 
 
 def _placement(session: Session, engine: Backend, console: Console) -> Placement | None:

@@ -3,7 +3,9 @@ renamed when complete, so a crash mid-write never leaves a checkpoint that looks
 
 A checkpoint is the state pytree (`params` by layer path, `opt_state`, `step`, `rng`); a
 weights-only one (`seqc convert`) holds `params` and `step`. Both read back as `Weights`
-without building the model.
+without building the model. Each checkpoint folder also holds the sha256 of its files
+(`seqc.backends.checksums`): orbax restores a flipped bit in a compressed data file without
+noticing, so damage is found by the sums, and reading falls back to the newest good checkpoint.
 """
 
 from __future__ import annotations
@@ -15,60 +17,110 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from seqc.backends import checksums
 from seqc.backends.api import Weights
-from seqc.backends.weights import unreadable
-from seqc.spec.errors import FileError, no_checkpoint
+from seqc.backends.weights import newest_readable, unreadable
+from seqc.spec.errors import no_checkpoint
+
+SUMS = "seqc.sha256"
+"""The checksum file inside each step folder."""
+ASIDE = ".corrupt"
+"""Suffix of a damaged step folder a resumed run moved out of the way (orbax ignores it)."""
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and p.name != SUMS]
+
+
+def _check(directory: Path, step: int) -> None:
+    folder = directory / str(step)
+    problem = checksums.verify(folder / SUMS, folder)
+    if problem is not None:
+        raise unreadable(folder, problem, step)
 
 
 class Checkpoints:
     def __init__(self, directory: Path, keep: int = 3) -> None:
         self.directory = directory.resolve()
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
+        self.keep = keep
+        self.skipped: list[str] = []
+        self.manager = self._manager()
+
+    def _manager(self) -> ocp.CheckpointManager:
+        options = ocp.CheckpointManagerOptions(max_to_keep=self.keep, create=True)
+        return ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, step: int, state: dict[str, Any]) -> None:
         self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
         self.manager.wait_until_finished()
+        folder = self.directory / str(step)
+        checksums.write(folder / SUMS, folder, _files(folder))
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
 
     def restore(self, like: dict[str, Any], step: int | None = None) -> dict[str, Any]:
-        """Restore into the structure of `like` (a freshly initialised state)."""
-        step = self.latest() if step is None else step
-        if step is None:
-            raise no_checkpoint(self.directory)
+        """Restore into the structure of `like` (a freshly initialised state): checkpoint
+        `step`, or the newest readable one, setting damaged newer ones aside."""
+        if step is not None:
+            return self._restore(like, step)
+        state, self.skipped = newest_readable(
+            self.directory,
+            self.manager.all_steps(),
+            lambda s: self._restore(like, s),
+            self._set_aside,
+        )
+        return state
+
+    def _restore(self, like: dict[str, Any], step: int) -> dict[str, Any]:
+        if step not in self.manager.all_steps():
+            raise no_checkpoint(self.directory / str(step))
+        _check(self.directory, step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
             return self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
         except Exception as e:  # orbax raises many kinds; all mean the same to a user
-            raise FileError(
-                f"checkpoint {step} in {self.directory} cannot be read: {type(e).__name__}: {e}",
-                path=str(self.directory / str(step)),
-                code="bad-checkpoint",
-                hint="it may be corrupt or from a different model; delete it to fall back to an "
-                "older one",
-            ) from None
+            raise unreadable(self.directory / str(step), e, step) from e
+
+    def _set_aside(self, step: int) -> None:
+        """Move a damaged checkpoint out of the way: kept for inspection, and its step free
+        for the resumed run to write again."""
+        folder = self.directory / str(step)
+        target, n = folder.with_name(folder.name + ASIDE), 1
+        while target.exists():
+            target, n = folder.with_name(f"{folder.name}{ASIDE}.{n}"), n + 1
+        folder.rename(target)
+        self.manager.reload()
 
     def close(self) -> None:
         self.manager.close()
 
 
 def read_weights(directory: Path, step: int | None = None) -> Weights:
+    """The weights of checkpoint `step`, or of the newest readable one (read-only: damaged
+    ones are passed over, not moved)."""
     manager = ocp.CheckpointManager(directory)
-    step = manager.latest_step() if step is None else step
-    if step is None:
-        raise no_checkpoint(directory)
+    try:
+        steps = manager.all_steps() if step is None else [step]
+        if step is not None and step not in manager.all_steps():
+            raise no_checkpoint(directory / str(step))
+        tree, skipped = newest_readable(directory, steps, lambda s: _read(manager, directory, s))
+    finally:
+        manager.close()
+    s, tree = tree
+    params = {k: np.asarray(v) for k, v in tree["params"].items()}
+    return Weights("jax", s, params, directory, "opt_state" in tree, skipped)
+
+
+def _read(manager: ocp.CheckpointManager, directory: Path, step: int) -> tuple[int, Any]:
+    _check(directory, step)
     try:
         tree = manager.restore(step, args=ocp.args.StandardRestore())
     except Exception as e:  # orbax raises many kinds; all mean the same to a user
-        raise unreadable(directory / str(step), e, step) from None
-    finally:
-        manager.close()
+        raise unreadable(directory / str(step), e, step) from e
     if not isinstance(tree, dict) or not isinstance(tree.get("params"), dict):
-        raise unreadable(directory / str(step), ValueError("no `params` in the saved tree"), step)
-    params = {k: np.asarray(v) for k, v in tree["params"].items()}
-    return Weights("jax", step, params, directory, "opt_state" in tree)
+        raise unreadable(directory / str(step), "it holds no `params`", step)
+    return step, tree
 
 
 def write_weights(weights: Weights, directory: Path) -> None:
@@ -78,3 +130,5 @@ def write_weights(weights: Weights, directory: Path) -> None:
     manager.save(weights.step, args=ocp.args.StandardSave(tree), force=True)
     manager.wait_until_finished()
     manager.close()
+    folder = directory.resolve() / str(weights.step)
+    checksums.write(folder / SUMS, folder, _files(folder))

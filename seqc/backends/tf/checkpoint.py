@@ -16,12 +16,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends import checksums
 from seqc.backends.api import Weights
-from seqc.backends.weights import unreadable
-from seqc.spec.errors import FileError, no_checkpoint
+from seqc.backends.weights import newest_readable, unreadable
+from seqc.spec.errors import no_checkpoint
 
 PREFIX = "ckpt"
 """File prefix: `ckpt-<step>.index` and `ckpt-<step>.data-*` in the checkpoints folder."""
+SUMS = ".sha256"
+"""`ckpt-<step>.sha256`: the sha256 of that checkpoint's files (`seqc.backends.checksums`)."""
+ASIDE = ".corrupt"
+"""Suffix of the files of a damaged checkpoint a resumed run moved out of the way."""
 
 
 def _trackable(state: dict[str, Any]) -> tf.train.Checkpoint:
@@ -35,12 +40,41 @@ def _trackable(state: dict[str, Any]) -> tf.train.Checkpoint:
     )
 
 
+def steps(directory: Path) -> list[int]:
+    """The steps whose index file is here (not the `checkpoint` state file's list, which can
+    name files that were set aside or deleted)."""
+    found = []
+    for index in directory.glob(f"{PREFIX}-*.index") if directory.is_dir() else []:
+        number = index.name[len(PREFIX) + 1 : -len(".index")]
+        if number.isdigit():
+            found.append(int(number))
+    return sorted(found)
+
+
+def _files(directory: Path, step: int) -> list[Path]:
+    return sorted(
+        p for p in directory.glob(f"{PREFIX}-{step}.*") if not p.name.endswith((SUMS, ASIDE))
+    )
+
+
+def _sums(directory: Path, step: int) -> Path:
+    return directory / f"{PREFIX}-{step}{SUMS}"
+
+
+def _check(directory: Path, step: int) -> None:
+    problem = checksums.verify(_sums(directory, step), directory)
+    if problem is not None:
+        raise unreadable(directory / f"{PREFIX}-{step}", problem, step)
+
+
 class TfCheckpoints:
-    """The `Checkpoints` interface of the JAX backend (save, latest, restore, close) on TF."""
+    """The `CheckpointStore` of the TF backend (save, latest, restore, close), with the same
+    checksums and fallback to the newest good checkpoint as JAX's."""
 
     def __init__(self, directory: Path, keep: int = 3) -> None:
         self.directory = directory.resolve()
         self.keep = keep
+        self.skipped: list[str] = []
         self._manager: tf.train.CheckpointManager | None = None
         self._bound: dict[str, Any] | None = None
 
@@ -58,31 +92,44 @@ class TfCheckpoints:
 
     def save(self, step: int, state: dict[str, Any]) -> None:
         self._for(state).save(checkpoint_number=step)
+        checksums.write(_sums(self.directory, step), self.directory, _files(self.directory, step))
+        kept = set(steps(self.directory))
+        for stale in self.directory.glob(f"{PREFIX}-*{SUMS}"):  # sums of deleted checkpoints
+            number = stale.name[len(PREFIX) + 1 : -len(SUMS)]
+            if number.isdigit() and int(number) not in kept:
+                stale.unlink()
 
     def latest(self) -> int | None:
-        path = tf.train.latest_checkpoint(str(self.directory)) if self.directory.is_dir() else None
-        return None if path is None else int(path.rsplit("-", 1)[1])
+        found = steps(self.directory)
+        return found[-1] if found else None
 
     def restore(self, like: dict[str, Any], step: int | None = None) -> dict[str, Any]:
-        """Assign the saved values to the variables of `like` (a model's `state`)."""
-        step = self.latest() if step is None else step
-        if step is None:
-            raise no_checkpoint(self.directory)
+        """Assign the saved values to the variables of `like` (a model's `state`): checkpoint
+        `step`, or the newest readable one, setting damaged newer ones aside."""
+        if step is not None:
+            return self._restore(like, step)
+        state, self.skipped = newest_readable(
+            self.directory, steps(self.directory), lambda s: self._restore(like, s), self._aside
+        )
+        return state
+
+    def _restore(self, like: dict[str, Any], step: int) -> dict[str, Any]:
+        if step not in steps(self.directory):
+            raise no_checkpoint(self.directory / f"{PREFIX}-{step}")
+        _check(self.directory, step)
         path = self.directory / f"{PREFIX}-{step}"
         try:
             status = _trackable(like).read(str(path))
             status.assert_existing_objects_matched()
         except Exception as e:  # TF raises NotFoundError, DataLossError, AssertionError, ...
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            raise FileError(
-                f"checkpoint {step} in {self.directory} cannot be read: {type(e).__name__}: "
-                f"{first}",
-                path=str(path),
-                code="bad-checkpoint",
-                hint="it may be corrupt or from a different model; delete it to fall back to an "
-                "older one",
-            ) from None
+            raise unreadable(path, e, step) from e
         return like
+
+    def _aside(self, step: int) -> None:
+        """Move a damaged checkpoint's files out of the way (renamed `...corrupt`)."""
+        for p in [*_files(self.directory, step), _sums(self.directory, step)]:
+            if p.exists():
+                p.rename(p.with_name(p.name + ASIDE))
 
     def close(self) -> None:
         self._manager = None
@@ -105,11 +152,19 @@ def _unescape(name: str) -> str:
 
 
 def read_weights(directory: Path, step: int | None = None) -> Weights:
-    if step is None:
-        latest = tf.train.latest_checkpoint(str(directory))
-        if latest is None:
-            raise no_checkpoint(directory)
-        step = int(latest.rsplit("-", 1)[1])
+    """The weights of checkpoint `step`, or of the newest readable one (read-only: damaged
+    ones are passed over, not moved)."""
+    if step is not None and step not in steps(directory):
+        raise no_checkpoint(directory / f"{PREFIX}-{step}")
+    candidates = steps(directory) if step is None else [step]
+    (found, params, full), skipped = newest_readable(
+        directory, candidates, lambda s: _read(directory, s)
+    )
+    return Weights("tf", found, params, directory, full, skipped)
+
+
+def _read(directory: Path, step: int) -> tuple[int, dict[str, np.ndarray], bool]:
+    _check(directory, step)
     prefix = directory / f"{PREFIX}-{step}"
     try:
         reader = tf.train.load_checkpoint(str(prefix))
@@ -120,11 +175,10 @@ def read_weights(directory: Path, step: int | None = None) -> Weights:
             if (m := _TF_KEY.match(k))
         }
     except Exception as e:
-        raise unreadable(prefix, e, step) from None
+        raise unreadable(prefix, e, step) from e
     if not params:
-        raise unreadable(prefix, ValueError("no `params/...` variables in it"), step)
-    full = any(k.startswith("opt/") for k in keys)
-    return Weights("tf", step, params, directory, full)
+        raise unreadable(prefix, "it holds no `params/...` variables", step)
+    return step, params, any(k.startswith("opt/") for k in keys)
 
 
 def write_weights(weights: Weights, directory: Path) -> None:
@@ -132,3 +186,5 @@ def write_weights(weights: Weights, directory: Path) -> None:
     ckpt = tf.train.Checkpoint(params=variables, step=tf.Variable(weights.step, dtype=tf.int32))
     manager = tf.train.CheckpointManager(ckpt, str(directory), 1, checkpoint_name=PREFIX)
     manager.save(checkpoint_number=weights.step)
+    root = directory.resolve()
+    checksums.write(_sums(root, weights.step), root, _files(root, weights.step))
