@@ -3,27 +3,37 @@
 Every command maps spec errors to a rendered message (file:line:col, caret, expected/found,
 did-you-mean) and exit code 2; `--debug` shows the Python traceback as well. Exit codes:
 0 success, 1 `fmt --check` found files to reformat, 2 a spec or usage error, 3 an internal error.
+
+User text is printed literally: the consoles interpret neither rich markup (`[bold]`) nor emoji
+codes (`:smile:`), so a spec line, a file name or a decoded sample shows as written and a caret
+stays under its column. Styles are given as `Text` spans, never as markup in a string.
+
+Unless `--debug` is given, the libraries the backends load (TensorFlow, XLA, absl, oneDNN) are
+asked to keep their own log lines to themselves, so the CLI shows only its own messages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import re
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
-from seqc.spec.errors import SeqcError
+from seqc.run.console import err, out, styled
+from seqc.spec.errors import CheckError, SeqcError
 
 app = typer.Typer(
     name="seqc",
@@ -33,9 +43,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-# Off a terminal (pipes, CI logs) rich would assume 80 columns and cut table cells.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 _state = {"debug": False}
 
 T = TypeVar("T")
@@ -50,8 +57,9 @@ def _main(
     _state["debug"] = debug
 
 
-def _run(fn: Callable[[], T]) -> T:
-    """Run a command body; turn seqc errors into a message and exit code 2."""
+def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
+    """Run a command body; turn seqc errors into a message and exit code 2. `spec` is the file
+    the command was given, to name when nothing better locates an error."""
     try:
         return fn()
     except SeqcError as e:
@@ -59,8 +67,10 @@ def _run(fn: Callable[[], T]) -> T:
             traceback.print_exc()
         _print_error(e)
         raise typer.Exit(2) from None
-    except RecursionError:
-        err.print("[bold red]error[/]: the spec nests too deeply to process")
+    except RecursionError as e:
+        if _state["debug"]:
+            traceback.print_exc()
+        _print_error(_too_deep(e, spec))
         raise typer.Exit(2) from None
     except typer.Exit:
         raise
@@ -68,24 +78,58 @@ def _run(fn: Callable[[], T]) -> T:
         if _state["debug"]:
             traceback.print_exc()
         err.print(
-            f"[bold red]internal error[/]: {escape(type(e).__name__)}: {escape(str(e))}\n"
-            "This is a bug in seqc. Run again with --debug for the traceback and report it."
+            styled(
+                ("internal error", "bold red"),
+                f": {type(e).__name__}: {e}\n"
+                "This is a bug in seqc. Run again with --debug for the traceback and report it.",
+            )
         )
         raise typer.Exit(3) from None
+
+
+def _too_deep(e: RecursionError, spec: Path | None) -> SeqcError:
+    """A spec nested past what a pass can recurse through, located as well as can be.
+
+    The parser refuses syntax nested deeper than `MAX_NESTING` and imports chained deeper than
+    `MAX_IMPORT_DEPTH`, each at its line; this is the net under the other passes (user layers
+    that contain each other thousands deep). The place is the innermost source span any frame
+    of the recursion was working on, else the spec file the command was given.
+    """
+    from seqc.spec.ir import Span
+
+    span = None
+    tb = e.__traceback__
+    while tb is not None:  # outermost to innermost: the last span found is the deepest
+        for value in tb.tb_frame.f_locals.values():
+            try:
+                found = value if isinstance(value, Span) else getattr(value, "span", None)
+            except Exception:  # a property that fails: not a node of ours
+                continue
+            if isinstance(found, Span):
+                span = found
+        tb = tb.tb_next
+    return CheckError(
+        "the spec nests too deeply to process",
+        span=span,
+        path=str(spec) if spec is not None else None,
+        code="too-deep",
+        hint="layers, values or imports nest thousands deep: flatten the chain, e.g. with "
+        "`repeat(n)` for a stack of identical layers",
+    )
 
 
 def _print_error(e: SeqcError) -> None:
     lines = e.render().split("\n")
     head, rest = lines[0], lines[1:]
     loc, _, msg = head.partition(": ")
-    err.print(f"[bold]{escape(loc)}[/]: [bold red]{escape(msg)}[/]")
+    err.print(styled((loc, "bold"), ": ", (msg, "bold red")))
     for line in rest:
         style = "cyan" if line.lstrip().startswith(("expected", "found")) else ""
         if line.strip().startswith("|") or ("^" in line and set(line.split("|")[-1]) <= {" ", "^"}):
             style = "bold red"
         if "did you mean" in line or line.strip().startswith("hint:"):
             style = "green"
-        err.print(f"[{style}]{escape(line)}[/]" if style else escape(line))
+        err.print(Text(line, style=style))
 
 
 def _load(file: Path) -> Any:
@@ -118,12 +162,15 @@ def check(file: FileArg, experiment: ExpOpt = None, set_: SetOpt = None) -> None
         resolved = check_program(program, experiment, set_ or [])
         n_layers = len(program.layers)
         out.print(
-            f"[green]ok[/] {escape(str(file))}: {len(program.files)} file(s), "
-            f"{n_layers} layer(s), {len(program.tasks)} task(s), "
-            f"{len(resolved)} experiment(s) checked"
+            styled(
+                ("ok", "green"),
+                f" {file}: {len(program.files)} file(s), "
+                f"{n_layers} layer(s), {len(program.tasks)} task(s), "
+                f"{len(resolved)} experiment(s) checked",
+            )
         )
 
-    _run(body)
+    _run(body, file)
 
 
 @app.command()
@@ -148,19 +195,19 @@ def fmt(
         original = file.read_text(encoding="utf-8")
         if check_:
             if text != original:
-                err.print(f"would reformat {escape(str(file))}")
+                err.print(f"would reformat {file}")
                 return 1
-            out.print(f"{escape(str(file))} is formatted")
+            out.print(f"{file} is formatted")
             return 0
         if write:
             if text != original:
                 _atomic_write(file, text)
-                out.print(f"reformatted {escape(str(file))}")
+                out.print(f"reformatted {file}")
             return 0
         sys.stdout.write(text)
         return 0
 
-    code = _run(body)
+    code = _run(body, file)
     if code:
         raise typer.Exit(code)
 
@@ -196,13 +243,13 @@ def list_(file: FileArg) -> None:
                 str(decl.span),
                 _inherited(program, decl, "description") or decl.body.doc or "",
             )
-            table.add_row(*(escape(c) for c in cells))
+            table.add_row(*cells)
         if not program.experiments:
-            out.print(f"{escape(str(file))}: no experiments")
+            out.print(f"{file}: no experiments")
             return
         out.print(table)
 
-    _run(body)
+    _run(body, file)
 
 
 def _inherited(program: Any, decl: Any, field: str) -> str:
@@ -262,7 +309,7 @@ def show(
             sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
             return
         chain = " <- ".join(r.chain)
-        out.print(f"[bold]experiment {escape(r.name)}[/]  ({escape(chain)})")
+        out.print(styled((f"experiment {r.name}", "bold"), f"  ({chain})"))
         width = max(len(p) for p, _ in r.leaves())
         for path, value in r.leaves():
             text = (
@@ -272,15 +319,15 @@ def show(
             if provenance:
                 origin = r.origin(path)
                 colour = "dim" if origin.kind == "default" else "cyan"
-                out.print(f"{escape(line)}  [{colour}]# {escape(str(origin))}[/]")
+                out.print(styled(line, "  ", (f"# {origin}", colour)))
             else:
-                out.print(escape(line))
+                out.print(line)
         for task, model in r.models.items():
-            tree = Tree(f"[bold]{escape(task)}.model[/]: {escape(model.kind)}")
+            tree = Tree(styled((f"{task}.model", "bold"), f": {model.kind}"))
             _model_tree(tree, model)
             out.print(tree)
 
-    _run(body)
+    _run(body, file)
 
 
 def _model_tree(tree: Tree, node: Any) -> None:
@@ -291,12 +338,12 @@ def _model_tree(tree: Tree, node: Any) -> None:
         name = child.path.rsplit(".", 1)[-1]
         label = f"{name}: {child.kind}"
         if child.repeat:
-            branch = tree.add(f"{escape(label)} x {child.repeat}  [dim]{escape(args)}[/]")
-            _model_tree(branch.add(f"[dim]each of {child.repeat}:[/]"), child.children[0])
+            branch = tree.add(styled(f"{label} x {child.repeat}  ", (args, "dim")))
+            _model_tree(branch.add(Text(f"each of {child.repeat}:", "dim")), child.children[0])
         elif child.builtin:
-            tree.add(f"{escape(label)}  [dim]{escape(args)}[/]")
+            tree.add(styled(f"{label}  ", (args, "dim")))
         else:
-            _model_tree(tree.add(f"{escape(label)}  [dim]{escape(args)}[/]"), child)
+            _model_tree(tree.add(styled(f"{label}  ", (args, "dim"))), child)
 
 
 @app.command()
@@ -326,9 +373,11 @@ def layers(
             return
         kinds = KINDS.namespaces.get("layer", {})
         if brief:
-            out.print(f"[bold]{len(kinds)} built-in layers[/] (seqc layers NAME for params)")
+            out.print(
+                styled((f"{len(kinds)} built-in layers", "bold"), " (seqc layers NAME for params)")
+            )
             for k in sorted(kinds):
-                out.print(f"  [bold]{k:<20}[/] {escape(kinds[k].doc)}")
+                out.print(styled("  ", (f"{k:<20}", "bold"), f" {kinds[k].doc}"))
             return
         for k in sorted(kinds):
             _print_kind(kinds[k])
@@ -340,14 +389,14 @@ def _print_kind(spec: Any) -> None:
     from seqc.resolve.values import show_value
 
     sig = ", ".join(spec.positional)
-    out.print(f"\n[bold]{escape(spec.name)}[/]({escape(sig)})  [dim]{escape(spec.namespace)}[/]")
-    out.print(f"  {escape(spec.doc)}")
+    out.print(styled("\n", (spec.name, "bold"), f"({sig})  ", (spec.namespace, "dim")))
+    out.print(f"  {spec.doc}")
     table = Table(show_header=True, box=None, padding=(0, 2))
     for col in ("param", "type", "default", "description"):
         table.add_column(col)
     for p in spec.params:
-        default = "[red]required[/]" if p.required else escape(show_value(p.default))
-        table.add_row(escape(p.name), escape(str(p.type)), default, escape(p.doc))
+        default = Text("required", "red") if p.required else show_value(p.default)
+        table.add_row(p.name, str(p.type), default, p.doc)
     if spec.params:
         out.print(table)
 
@@ -365,7 +414,8 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return _run(lambda: fn(*args, **kwargs))
+        spec = kwargs.get("spec") or kwargs.get("file")
+        return _run(lambda: fn(*args, **kwargs), spec if isinstance(spec, Path) else None)
 
     return wrapper
 
@@ -383,8 +433,92 @@ def _mount() -> None:
 _mount()
 
 
+# ------------------------------------------------------------------------------------ native logs
+
+NATIVE_LOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "GRPC_VERBOSITY": "ERROR", "GLOG_minloglevel": "2"}
+"""Set (unless already set, or `--debug`) before any backend loads: TensorFlow's and XLA's C++
+INFO and WARNING lines, gRPC's and glog's chatter stay out of the CLI's output."""
+
+_NATIVE_NOISE = re.compile(
+    rb"[IW]\d{4} \d+:\d+:\d+\.\d+ +\d+ [\w.+-]+:\d+\] "  # absl INFO/WARNING (oneDNN, XLA)
+    rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    rb"|INFO: "  # LiteRT's own INFO lines ("Created TensorFlow Lite XNNPACK delegate")
+)
+"""Lines that native libraries write to the process's stderr whatever the environment says:
+TensorFlow logs oneDNN's notice while its library loads, before it reads TF_CPP_MIN_LOG_LEVEL,
+and LiteRT logs at INFO with no setting to stop it. Errors (`E...`, `F...`) pass through."""
+
+
+def quiet_native_logs() -> Callable[[], None]:
+    """Keep native libraries' INFO and WARNING lines out of stderr; return the undo.
+
+    The environment handles what reads it; for the rest, file descriptor 2 becomes a pipe whose
+    lines a thread passes on to the real stderr unless they match `_NATIVE_NOISE`. Python's
+    own `sys.stderr` writes to the real stderr directly (a terminal stays a terminal for the
+    progress bar). A native crash may lose its last line on the way: `--debug` turns all of
+    this off.
+    """
+    for key, value in NATIVE_LOG_ENV.items():
+        os.environ.setdefault(key, value)
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+    except OSError:  # no stderr to speak of (a closed descriptor): leave it alone
+        return lambda: None
+    python_stderr = sys.stderr
+    sys.stderr = open(  # noqa: SIM115  (lives until the undo)
+        os.dup(real), "w", encoding=python_stderr.encoding, errors="backslashreplace", buffering=1
+    )
+
+    def pump() -> None:
+        pending, broken = b"", False
+        while chunk := os.read(read_end, 1 << 16):
+            *lines, pending = (pending + chunk).split(b"\n")
+            kept = b"".join(line + b"\n" for line in lines if not _NATIVE_NOISE.match(line))
+            if len(pending) > 1 << 16:  # no newline in sight: not a log line, pass it on
+                kept, pending = kept + pending, b""
+            try:
+                if kept and not broken:
+                    _write_all(real, kept)
+            except OSError:  # the reader of stderr went away: keep draining, or writers block
+                broken = True
+        if pending and not broken:
+            with contextlib.suppress(OSError):
+                _write_all(real, pending)
+        os.close(read_end)
+
+    thread = threading.Thread(target=pump, name="seqc-native-stderr", daemon=True)
+    thread.start()
+
+    def undo() -> None:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # the pipe's last writer goes: the pump reads to its end and stops
+        thread.join(timeout=5)
+        sys.stderr.close()
+        sys.stderr = python_stderr
+        if not thread.is_alive():  # else a child still holds the pipe: the pump needs `real`
+            os.close(real)
+
+    return undo
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 def main() -> None:
-    app()
+    if "--debug" in sys.argv[1:]:
+        app()
+        return
+    undo = quiet_native_logs()
+    try:
+        app()
+    finally:
+        undo()
 
 
 if __name__ == "__main__":

@@ -110,7 +110,8 @@ def test_tsv_line_with_too_few_columns(tmp_path: Path) -> None:
     err = info.value
     assert err.code == "too-few-columns"
     assert err.location.endswith("p.tsv:2")
-    assert "'only one column'" in err.render()
+    assert "found:    1 column of 15 characters" in err.render()
+    assert "only one column" not in err.render()  # errors describe a data line, never quote it
 
 
 def test_invalid_json_line(tmp_path: Path) -> None:
@@ -139,3 +140,57 @@ def test_drop_report_summarises_reasons_and_places() -> None:
         "dropped 6: 5 too-long (e.g. a.txt:1, a.txt:2, a.txt:3, ...); 1 blank-line (e.g. b.tsv:9)"
     )
     assert report.to_json()["counts"] == {"blank-line": 1, "too-long": 5}
+
+
+def test_tsv_row_with_an_extra_column_is_an_error_not_a_truncation(tmp_path: Path) -> None:
+    """A row of three columns among rows of two: a tab inside a target would cut it, silently.
+    Every row has the first row's column count; the error names the row and both counts."""
+    write(tmp_path / "p.tsv", "hello\thola\n\nbye\tadiós\tgood bye\n")
+    with pytest.raises(DataError) as info:
+        read_examples(make_call("reader", "tsv", "p.tsv"), tmp_path)
+    err = info.value
+    assert (err.phase, err.code) == ("data", "ragged-columns")
+    assert err.location.endswith("p.tsv:3")
+    rendered = err.render()
+    assert "line 3 has 3 columns, line 1 has 2" in rendered
+    assert "expected: 2 columns separated by '\\t', as on line 1" in rendered
+    assert "found:    3 columns of 3, 5 and 8 characters" in rendered
+
+
+def test_tsv_header_sets_the_column_count(tmp_path: Path) -> None:
+    write(tmp_path / "p.tsv", "id\ten\tes\n1\thello\thola\n2\tbye\n")
+    call = make_call("reader", "tsv", "p.tsv", source=0, target=1, header=True)
+    with pytest.raises(DataError) as info:
+        read_examples(call, tmp_path)
+    assert info.value.code == "ragged-columns"
+    assert info.value.location.endswith("p.tsv:3")
+    # a wide file whose rows agree is read, whichever columns the reader takes
+    write(tmp_path / "w.tsv", "1\thello\thola\n2\tbye\tadiós\n")
+    wide = read_examples(make_call("reader", "tsv", "w.tsv", source=1, target=2), tmp_path)
+    assert [(e.source, e.target) for e in wide] == [("hello", "hola"), ("bye", "adiós")]
+
+
+def test_cli_ragged_tsv_is_exit_2_at_its_row(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from seqc.cli import app
+
+    write(tmp_path / "train.tsv", "ab\tba\ncd\tdc\tx\n")
+    spec = write(
+        tmp_path / "mt.seq",
+        "seqc 1\n"
+        'input pairs { train = tsv("train.tsv"); tokenizer = chars() }\n'
+        "model M(vocab: int, d: int = 8) {\n"
+        "  embed = Embedding(vocab, d)\n"
+        "  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) "
+        "-> float32[B, T, d] { return embed(tgt) }\n"
+        "}\n"
+        "task translate { input = pairs; model = M(vocab = input.vocab_size) }\n"
+        "experiment e { tasks = [translate] }\n",
+    )
+    result = CliRunner().invoke(
+        app, ["train", str(spec), "-e", "e", "--run-dir", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "train.tsv:2: data error [ragged-columns]" in result.output
+    assert "internal error" not in result.output

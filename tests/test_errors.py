@@ -67,6 +67,25 @@ LM = MODEL + "task lm { input = data; model = M(vocab = input.vocab_size) }\n"
 FORWARD = "  forward (x: float32[B, d]) -> float32[B, d] { return f(x) }\n"
 
 
+# A model whose attention heads are a model param (line 3: `d: int = 256` at column 30) and a
+# repeated SelfAttention on line 4 (the call at column 27); its task is line 7, so an
+# experiment appended to ATTN is on line 8 and `lm.model.heads = ` ends at column 46.
+ATTN = """\
+seqc 1
+input data { train = text("t.txt"); tokenizer = chars() }
+model M(vocab: int, d: int = 256, heads: int = 4, layers: int = 2) {
+  blocks = repeat(layers) SelfAttention(d, heads)
+  forward (x: float32[B, T, d]) -> float32[B, T, d] { return blocks(x) }
+}
+task lm { input = data; model = M(vocab = input.vocab_size) }
+"""
+
+# The head of an experiment appended to LM or ATTN (line 8): 29 columns.
+EXP = "experiment e { tasks = [lm]; "
+# A learning rate with one boundary; `values = ` ends at column 95 after EXP.
+PIECEWISE = "train.optimizer = adam(lr = piecewise(boundaries = [10], values = {}))"
+
+
 def after(base: str, text: str) -> str:
     """`base` followed by `text`, dedented on its own (the case table indents it)."""
     return base + textwrap.dedent(text)
@@ -158,6 +177,10 @@ PARSE = [
         """, "parse", "duplicate-key", 5, 30, says="key `32` appears twice"),
     case("two-forwards", layer("LayerNorm(d)", FORWARD + FORWARD),
          "parse", "duplicate-forward", 5, 3),
+    case("range-bound-not-a-number", layer("LayerNorm(d)", params="d: int > x"), "parse",
+         "unexpected-token", 2, 22, says="a range's bounds are numbers"),
+    case("range-after-default", layer("LayerNorm(d)", params="d: int = 3 > 0"), "parse",
+         "unexpected-token", 2, 24, says="a range comes right after a param's type"),
     case("device-count-zero", """\
         seqc 1
         experiment e {
@@ -170,6 +193,14 @@ PARSE = [
           distribution { devices = 1.5 x gpu() }
         }
         """, "parse", "bad-count", 3, 28, says="found:    1.5"),
+    # -- limits: 5,000 levels deep, one level a line; the caret is on the level past 100 (the
+    # experiment's `{` on line 2 is the first level, so the 100th bracket, on line 102, is past)
+    case("nested-lists-too-deep", "seqc 1\nexperiment e {\n  x = " + "[\n" * 5000 + "]" * 5000
+         + "\n}\n", "parse", "too-deep", 102, 1, says="at most 100 nested"),
+    case("nested-minus-too-deep", "seqc 1\nexperiment e {\n  x = " + "-\n" * 5000 + "1\n}\n",
+         "parse", "too-deep", 102, 1),
+    case("nested-blocks-too-deep", "seqc 1\nexperiment e {\n" + "a {\n" * 5000 + "}" * 5000
+         + "\n}\n", "parse", "too-deep", 102, 3),
 ]
 
 # ------------------------------------------------------------------------------------ resolve
@@ -304,6 +335,20 @@ RESOLVE = [
         experiment e { tasks = [lm] }
         """), "parse", "unexpected-eof", 1, 21, file="<command line>",
          says="--set train.steps=1+", experiment="e", overrides=("train.steps=1+",)),
+    # -- where imports may reach (README, "Trust and limits"); tests/test_confinement.py has more
+    case("import-outside-the-tree", """\
+        seqc 1
+        import "/etc/shadow"
+        """, "resolve", "import-outside", 2, 1, says="found:    /etc/shadow"),
+    case("import-not-a-spec", """\
+        seqc 1
+        import "notes.txt"
+        """, "resolve", "import-not-seq", 2, 1, files={"notes.txt": "not a spec\n"}),
+    case("imports-too-deep", """\
+        seqc 1
+        import "f1.seq"
+        """, "resolve", "imports-too-deep", 2, 1, file="f99.seq",
+         files={f"f{i}.seq": f'seqc 1\nimport "f{i + 1}.seq"\n' for i in range(1, 101)}),
 ]
 
 # ------------------------------------------------------------------------------------ check
@@ -461,6 +506,110 @@ CHECK = [
           distribution { devices = 2 x gpu(memory = "16 gigs") }
         }
         """), "check", "bad-size", 10, 45, says='a size such as "512MiB"'),
+    # -- values: the ranges params declare, at the value's column, with the range in words
+    case("width-zero", layer("LayerNorm(0)"), "check", "out-of-range", 3, 17,
+         says="expected: an int > 0 and < 2**31"),
+    case("dropout-above-one", layer("Dropout(1.5)"), "check", "out-of-range", 3, 15,
+         says="`Dropout.rate` must be in [0, 1)"),
+    case("heads-zero", layer("SelfAttention(d, 0)"), "check", "out-of-range", 3, 24,
+         says="found:    0"),
+    case("model-width-negative", after(LM, EXP + "lm.model.d = -8 }\n"), "check",
+         "out-of-range", 8, 43, says="found:    -8", note=("main.seq", 4, 11)),
+    case("steps-zero", after(LM, EXP + "train.steps = 0 }\n"), "check", "out-of-range", 8, 44,
+         says="`train.steps` must be > 0"),
+    case("set-steps-negative", after(LM, EXP + "}\n"), "check", "out-of-range", 1, 19,
+         file="<command line>", experiment="e", overrides=("train.steps=-5",)),
+    case("steps-of-400-digits", after(LM, EXP + "train.steps = 1" + "0" * 400 + " }\n"),
+         "check", "out-of-range", 8, 44, says="found:    an int of 401 digits"),
+    case("lr-inf", after(LM, EXP + "train.optimizer = adam(lr = 1e999) }\n"), "check",
+         "not-finite", 8, 58, says="expected: a finite float >= 0"),
+    case("lr-nan", after(LM, EXP + "train.optimizer = adam(lr = 1e999 - 1e999) }\n"), "check",
+         "not-finite", 8, 58, says="found:    nan"),
+    case("beta-one", after(LM, EXP + "train.optimizer = adam(beta2 = 1.0) }\n"), "check",
+         "out-of-range", 8, 61),
+    case("log-every-negative", after(LM, EXP + "train { log_every = -1 } }\n"), "check",
+         "out-of-range", 8, 50, says="expected: an int >= 0"),
+    case("label-smoothing-two", after(MODEL, """\
+        task lm { input = data; model = M(vocab = 3); loss = cross_entropy(label_smoothing = 2) }
+        """), "check", "out-of-range", 7, 86, says="found:    2"),
+    case("temperature-zero", after(MODEL, """\
+        task lm { input = data; model = M(vocab = 3); decode = sample(temperature = 0) }
+        """), "check", "out-of-range", 7, 77, says="a finite float > 0"),
+    case("top-p-zero", after(MODEL, """\
+        task lm { input = data; model = M(vocab = 3); decode = sample(top_p = 0.0) }
+        """), "check", "out-of-range", 7, 71, says="in (0, 1]"),
+    case("beam-width-zero", after(MODEL, """\
+        task lm { input = data; model = M(vocab = 3); decode = beam(0) }
+        """), "check", "out-of-range", 7, 61),
+    case("bucket-batch-zero", """\
+        seqc 1
+        input data {
+          train = text("t.txt")
+          tokenizer = chars()
+          buckets = {32: 64, 64: 0}
+        }
+        """, "check", "out-of-range", 5, 26, says="the value at key 64 of `data.buckets`"),
+    case("bucket-length-zero", """\
+        seqc 1
+        input data {
+          train = text("t.txt")
+          tokenizer = chars()
+          buckets = {32: 64, 0: 8}
+        }
+        """, "check", "out-of-range", 5, 22, says="a key of `data.buckets` must be > 0"),
+    case("vocab-size-zero", """\
+        seqc 1
+        input data { train = text("t.txt"); tokenizer = sentencepiece(vocab_size = 0) }
+        """, "check", "out-of-range", 2, 76),
+    case("device-memory-zero",
+         after(LM, EXP + 'distribution.devices = 2 x gpu(memory = "0GiB") }\n'),
+         "check", "out-of-range", 8, 70, says='found:    "0GiB" (0 bytes)'),
+    case("device-memory-too-large",
+         after(LM, EXP + "distribution.devices = 2 x gpu(memory = 10 ** 30) }\n"),
+         "check", "out-of-range", 8, 70, says="below 2**63 bytes"),
+    case("too-many-devices", after(LM, EXP + "distribution.devices = 100000 x cpu() }\n"),
+         "check", "bad-count", 8, 53, says="at most 65536 copies"),
+    # -- relations between params, declared with the kind: at the value that breaks them
+    case("heads-do-not-divide-width", layer("SelfAttention(256, 3)"), "check", "bad-relation",
+         3, 26, says="found:    d = 256, heads = 3 (256 % 3 = 1)", note=("main.seq", 3, 21)),
+    case("model-heads-do-not-divide-width", after(ATTN, EXP + "lm.model.heads = 3 }\n"),
+         "check", "bad-relation", 8, 47, says="`SelfAttention` needs `d % heads == 0`",
+         note=("main.seq", 3, 30)),
+    case("set-heads-do-not-divide-width", after(ATTN, EXP + "}\n"), "check", "bad-relation",
+         1, 22, file="<command line>", says="d = 256, heads = 3", note=("main.seq", 3, 30),
+         experiment="e", overrides=("lm.model.heads=3",)),
+    case("padding-id-outside-vocab", layer("Embedding(8, d, padding_id = 8)"), "check",
+         "bad-relation", 3, 36, says="`padding_id < vocab`", note=("main.seq", 3, 17)),
+    case("odd-sinusoid-width", layer("SinusoidalPosition(7)"), "check", "bad-relation", 3, 26,
+         says="7 % 2 = 1"),
+    case("piecewise-values-count", after(LM, EXP + PIECEWISE.format("[1e-3]") + " }\n"),
+         "check", "bad-relation", 8, 96, note=("main.seq", 8, 81)),
+    case("set-piecewise-boundaries",
+         after(LM, EXP + PIECEWISE.format("[1e-3, 1e-4]") + " }\n"),
+         "check", "bad-relation", 1, 37, file="<command line>",
+         says="boundaries = [10, 20]", experiment="e",
+         overrides=("train.optimizer.lr.boundaries=[10, 20]",)),
+    # -- ranges a user declares (`d: int > 0`)
+    case("user-range", after(MODEL.replace("d: int = 8", "d: int > 0 = 8"),
+                             "task lm { input = data; model = M(vocab = input.vocab_size) }\n"
+                             + EXP + "lm.model.d = 0 }\n"),
+         "check", "out-of-range", 8, 43, says="`M.d` must be > 0"),
+    case("user-range-default", layer("LayerNorm(d)", params="d: int > 0 = 0"), "check",
+         "out-of-range", 2, 26),
+    case("range-on-a-string", layer("LayerNorm(d)", params='d: int, s: str > 0 = "a"'),
+         "check", "bad-range", 2, 28, says="found:    `s: str`"),
+    case("empty-range", layer("LayerNorm(d)", params="d: int, p: float in [1, 0]"), "check",
+         "bad-range", 2, 30, says="holds no value"),
+    # -- sizes: counts that would stall, arithmetic that would hang
+    case("repeat-too-many", layer("repeat(100000) LayerNorm(d)"), "check", "bad-count", 3, 14,
+         says="from 1 to 10,000"),
+    case("model-repeat-too-many", after(ATTN, EXP + "lm.model.layers = 20000 }\n"), "check",
+         "bad-count", 8, 48),
+    case("huge-power", after(LM, EXP + "lm.model.d = 2 ** 100000 }\n"), "check", "overflow",
+         8, 43, says="`2 ** 100000` is too large to compute"),
+    case("set-tower-of-powers", after(LM, EXP + "}\n"), "check", "overflow", 1, 19,
+         file="<command line>", says="found:    about 369,693,100 digits", experiment="e",
+         overrides=("train.steps=9**9**9",)),
 ]
 
 # fmt: on

@@ -22,6 +22,12 @@ Shape = tuple[Dim, ...]
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int32": 4, "int64": 8, "bool": 1}
 
+MAX_GRAPH_OPS = 100_000
+"""Most ops one graph may hold (README, "Trust and limits"). A 2,000-block Transformer fits
+(about 45 ops a block); a spec that asks for more (`repeat` inside `repeat`) is refused at the
+layer where the graph grew past it, in about a second, instead of lowering, costing and printing
+for minutes."""
+
 
 @dataclass(frozen=True)
 class TensorType:
@@ -95,6 +101,18 @@ class Graph:
         return self.ops[vid].type
 
 
+def too_large(ops: int, layer: str, span: ir.Span | None) -> CheckError:
+    """The error of a graph past `MAX_GRAPH_OPS` ops (`ops` counted or foreseen) at `layer`."""
+    return CheckError(
+        f"the model's graph grows past {MAX_GRAPH_OPS:,} ops at `{layer or 'the model'}`",
+        span=span,
+        code="graph-too-large",
+        expected=f"at most {MAX_GRAPH_OPS:,} ops in one graph",
+        found=f"{ops:,} ops",
+        hint="use fewer or smaller `repeat(n)` copies; a repeat inside a repeat multiplies",
+    )
+
+
 class GraphBuilder:
     """Appends ops with shape inference; the current layer path and span label each op."""
 
@@ -106,6 +124,8 @@ class GraphBuilder:
     # ------------------------------------------------------------------ plumbing
     def _add(self, kind: str, inputs: tuple[int, ...], attrs: dict[str, Any], t: TensorType) -> int:
         vid = len(self.graph.ops)
+        if vid >= MAX_GRAPH_OPS:
+            raise too_large(vid + 1, self.layer, self.span)
         self.graph.ops.append(Op(vid, kind, inputs, attrs, t, self.layer, self.span))
         return vid
 

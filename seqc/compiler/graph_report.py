@@ -1,4 +1,10 @@
-"""`seqc show --graph`: what a model lowers to, and what it costs."""
+"""`seqc show --graph`: what a model lowers to, and what it costs.
+
+The per-layer table keeps `blocks.3` apart from `blocks.4`, and stops at `MAX_ROWS` rows with
+one row that sums the rest: a table of 10,000 repeat copies took rich a minute to lay out, and
+reads no better than its first rows. The graph itself is bounded by `MAX_GRAPH_OPS`. Text from
+the spec (layer and kind names) is printed as written, never read as markup.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from seqc.compiler.compile import compile_task
 from seqc.compiler.cost import estimate
@@ -24,7 +31,11 @@ def print_graph_report(
     dims = {"B": 1, "T": length, "S": length}
     cost = estimate(graph, dims)
     kinds = Counter(op.kind for op in graph.ops)
-    console.print(f"[bold]{task}.model[/]: {model.kind}, lowered for B = 1, T = S = {length}")
+    console.print(
+        Text.assemble(
+            (f"{task}.model", "bold"), f": {model.kind}, lowered for B = 1, T = S = {length}"
+        )
+    )
     console.print(
         f"  ops: {cost.op_count} ({', '.join(f'{k} {n}' for k, n in kinds.most_common(8))}, ...)"
     )
@@ -40,15 +51,24 @@ def print_graph_report(
     table = Table(box=None, padding=(0, 2))
     for col in ("layer", "ops", "params", "MFLOPs/token", "activations KiB"):
         table.add_column(col, justify="left" if col == "layer" else "right")
-    for layer, lc in _top_level(cost.per_layer).items():
+    rows = list(_top_level(cost.per_layer).items())
+    if len(rows) > MAX_ROWS:
+        rest = rows[MAX_ROWS - 1 :]
+        summed = {k: sum(lc[k] for _, lc in rest) for k in ("ops", "params", "flops", "act")}
+        rows = [*rows[: MAX_ROWS - 1], (f"... {len(rest):,} more layers", summed)]
+    for layer, lc in rows:
         table.add_row(
-            layer,
+            Text(layer),
             str(lc["ops"]),
             f"{lc['params']:,}",
             f"{lc['flops'] / cost.tokens / 1e6:.3f}",
             f"{lc['act'] / 1024:.0f}",
         )
     console.print(table)
+
+
+MAX_ROWS = 40
+"""Rows of the per-layer table; the last one sums the layers past it."""
 
 
 def _top_level(per_layer: dict[str, Any]) -> dict[str, dict[str, int]]:

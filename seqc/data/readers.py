@@ -8,11 +8,16 @@ Why the readers are strict: a corpus with a few malformed lines usually means th
 what the spec thinks it is (wrong delimiter, wrong column, wrong encoding), and training on
 half-parsed data fails much later and much less clearly. So a malformed line is an error naming
 `file:line`; only harmless lines (blank lines in TSV/JSONL files) are skipped, and those are
-counted in a `DropReport`.
+counted in a `DropReport`. An error describes the line (its columns and their lengths, the
+JSON decoder's complaint and column) but never quotes it: a spec names its data files, and a
+spec from elsewhere could name `/etc/shadow` as one.
 
 Paths are relative to a base directory the caller chooses (the spec file's directory, or the
 cwd); several may be given, tried in order, and a missing file names every place looked at.
-TSV files are split on the delimiter only: no quoting, as in the corpora seqc prepares.
+TSV files are split on the delimiter only: no quoting, as in the corpora seqc prepares. Every
+row of a TSV file has the same number of columns as its first row (the header, if it has one):
+a row with another count is an error at its `file:line`, because a stray delimiter in a text
+would otherwise move or cut the columns the reader takes, silently.
 """
 
 from __future__ import annotations
@@ -224,7 +229,7 @@ def read_tsv(
     drops: DropReport | None = None,
 ) -> Iterator[Example]:
     """Source (and target) columns of each delimited line; blank lines are counted and skipped,
-    a line with too few columns is an error."""
+    a line with too few columns, or another count than the first row's, is an error."""
     shown = display_path(path)
     if len(delimiter) != 1:
         raise DataError(
@@ -237,21 +242,34 @@ def read_tsv(
             raise DataError(f"tsv `{name}` column must be >= 0, got {col}", code="bad-column")
     need = max(source, -1 if target is None else target) + 1
     cols_doc = f"source = {source}" + ("" if target is None else f", target = {target}")
+    width: tuple[int, int] | None = None  # (columns, line) of the first row
     for lineno, line in read_lines(path, encoding):
         if header and lineno == 1:
+            width = (len(line.split(delimiter)), lineno)
             continue
         if not line.strip():
             if drops is not None:
                 drops.add("blank-line", f"{shown}:{lineno}")
             continue
         cols = line.split(delimiter)
+        if width is not None and len(cols) != width[0] and len(cols) >= need:
+            raise DataError(
+                f"line {lineno} has {len(cols)} columns, line {width[1]} has {width[0]}",
+                code="ragged-columns",
+                path=f"{shown}:{lineno}",
+                expected=f"{width[0]} columns separated by {delimiter!r}, as on line {width[1]}",
+                found=_columns(cols),
+                hint="a text with the delimiter in it moves the columns: remove it, or choose "
+                "another `delimiter` for the tsv(...) reader",
+            )
+        width = width or (len(cols), lineno)
         if len(cols) < need:
             raise DataError(
                 f"line {lineno} has {len(cols)} column(s), the reader needs {need} ({cols_doc})",
                 code="too-few-columns",
                 path=f"{shown}:{lineno}",
                 expected=f"at least {need} columns separated by {delimiter!r}",
-                found=_preview(line),
+                found=_columns(cols),
                 hint="check the delimiter and the column indices of the tsv(...) reader",
             )
         yield Example(cols[source], None if target is None else cols[target], shown, lineno)
@@ -280,7 +298,7 @@ def read_jsonl(
                 f"line {lineno} is not valid JSON: {e.msg} at column {e.colno}",
                 code="invalid-json",
                 path=loc,
-                found=_preview(line),
+                found=f"a line of {len(line)} characters",
                 hint="a .jsonl file holds one JSON object per line",
             ) from None
         if not isinstance(obj, dict):
@@ -289,7 +307,6 @@ def read_jsonl(
                 code="invalid-json",
                 path=loc,
                 expected='an object such as {"source": "...", "target": "..."}',
-                found=_preview(line),
             )
         src = _field(obj, source, "source", loc, lineno)
         tgt = None if target is None else _field(obj, target, "target", loc, lineno)
@@ -304,7 +321,7 @@ def _field(obj: dict[str, Any], name: str, role: str, loc: str, lineno: int) -> 
             code="missing-field",
             path=loc,
             expected=f"a field `{name}`",
-            found="fields " + ", ".join(f"`{k}`" for k in keys) if keys else "an empty object",
+            found=f"an object of {len(keys)} field(s)" if keys else "an empty object",
             suggestion=did_you_mean(name, keys),
             hint="set target = none on the jsonl(...) reader for source-only data"
             if role == "target"
@@ -316,13 +333,19 @@ def _field(obj: dict[str, Any], name: str, role: str, loc: str, lineno: int) -> 
             f"line {lineno}: field `{name}` is a JSON {type(value).__name__}, not a string",
             code="bad-field",
             path=loc,
-            found=_preview(json.dumps(value)),
+            expected="a JSON string",
         )
     return value
 
 
-def _preview(text: str, limit: int = 60) -> str:
-    return repr(text if len(text) <= limit else text[:limit] + "...")
+def _columns(cols: list[str]) -> str:
+    """A row's shape, not its text (errors never quote a data file): `3 columns of 5, 4 and 8
+    characters`."""
+    if len(cols) > 8:
+        return f"{len(cols)} columns"
+    sizes = [str(len(c)) for c in cols]
+    listed = sizes[0] if len(sizes) == 1 else ", ".join(sizes[:-1]) + " and " + sizes[-1]
+    return f"{len(cols)} column{'s' if len(cols) > 1 else ''} of {listed} characters"
 
 
 def has_target(reader: CallValue) -> bool:

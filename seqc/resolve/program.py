@@ -3,10 +3,32 @@
 Imports are paths relative to the importing file. Every declaration is global across the
 program (the registry of experiments is keyed by dotted name), so a name declared twice is an
 error that points at both places, whichever files they are in.
+
+Where imports may reach. A spec is text someone may hand you, and `seqc check` on it must not
+read (and echo in an error) `/proc/self/environ` or `/etc/shadow`. So an import names a `.seq`
+file, and the file it resolves to (symlinks followed) must lie in one of the import roots:
+
+- the root spec's project: the nearest folder at or above the root spec's folder that holds
+  `seqc.toml`, `pyproject.toml`, `.git` or `ORIGIN` (what a frozen copy of a spec tree, such as
+  a run directory's `spec/`, carries at its top), else the root spec's own folder. So
+  `examples/lm/x.seq` may import `../common/transformer.seq` in a repository, and a run
+  directory's copy resolves the same imports inside the copy;
+- each folder named in the `SEQC_PATH` environment variable (`os.pathsep`-separated): shared
+  libraries of layers, configured by whoever runs seqc, not by the spec;
+- the examples bundled with this seqc when it runs from a source checkout (`examples/` beside
+  the `seqc` package, next to its `pyproject.toml`): seqc's own blocks, which specs written to
+  temporary folders (tests, benchmarks) import by absolute path. Only `.seq` files can come
+  from there, and they are seqc's own source.
+
+Anything else is a `ResolveError` at the import line that names the path but never reads it,
+checked before the file's existence so it does not even tell whether the file is there.
+Imports nest at most `MAX_IMPORT_DEPTH` files deep, and an import that is a symlink loop is a
+located error, like a missing file.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,23 +75,102 @@ class Program:
 _KIND_WORDS = {"input": "input", "layer": "layer", "task": "task", "experiment": "experiment"}
 
 
+PROJECT_MARKERS = ("seqc.toml", "pyproject.toml", ".git", "ORIGIN")
+"""Files or folders that mark the top of a spec's project (see the module docstring)."""
+
+SEQC_PATH = "SEQC_PATH"
+"""The environment variable naming library folders that imports may also reach."""
+
+MAX_IMPORT_DEPTH = 100
+"""How many files deep imports may chain (a.seq imports b.seq imports ...)."""
+
+_SOURCE = Path(__file__).resolve().parents[2]
+BUNDLED_EXAMPLES = _SOURCE / "examples" if (_SOURCE / "pyproject.toml").is_file() else None
+"""The examples of a source checkout of seqc, or None for an installed package."""
+
+
+def project_root(folder: Path) -> Path:
+    """The nearest folder at or above `folder` holding a project marker, else `folder`."""
+    for candidate in (folder, *folder.parents):
+        if any((candidate / m).exists() for m in PROJECT_MARKERS):
+            return candidate
+    return folder
+
+
+def import_roots(root_spec: Path) -> list[Path]:
+    """The folders a program's imports may resolve into, for a resolved root spec path."""
+    roots = [project_root(root_spec.parent)]
+    for entry in os.environ.get(SEQC_PATH, "").split(os.pathsep):
+        if entry.strip():
+            roots.append(Path(entry).expanduser().resolve())
+    if BUNDLED_EXAMPLES is not None and BUNDLED_EXAMPLES.is_dir():
+        roots.append(BUNDLED_EXAMPLES)
+    return roots
+
+
 def load_program(path: str | Path) -> Program:
     """Parse `path` and its imports (depth first, each file once) and index the declarations."""
     root_path = Path(path)
     root = parse_file(root_path)
     program = Program(root=root)
     seen: set[Path] = set()
-    _visit(root, root_path.resolve(), program, seen, stack=[])
+    try:
+        abspath = root_path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (Python 3.11 raises RuntimeError)
+        raise FileError(
+            f"{root_path} is a symlink loop", path=str(root_path), code="symlink-loop"
+        ) from None
+    _visit(root, abspath, program, seen, stack=[], roots=import_roots(abspath))
     return program
 
 
+def _import_target(imp: ir.Import, importer: Path, roots: list[Path]) -> Path:
+    """The resolved file an import names, refused (unread) unless it is a `.seq` file inside
+    the import roots; a symlink loop is a located error."""
+    try:
+        target = (importer.parent / imp.path).resolve()
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symlink loop
+        raise ResolveError(
+            f"import {imp.path} is a symlink loop",
+            span=imp.span,
+            code="symlink-loop",
+            found=imp.path,
+            hint="point the link at a .seq file",
+        ) from None
+    if not any(target.is_relative_to(root) for root in roots):
+        raise ResolveError(
+            f"import outside the spec's folder tree: {imp.path}",
+            span=imp.span,
+            code="import-outside",
+            expected="a .seq file under " + " or ".join(str(r) for r in roots),
+            found=str(target),
+            hint="imports resolve inside the root spec's project (the nearest folder above it "
+            f"with seqc.toml, pyproject.toml or .git) and the folders in {SEQC_PATH}: add a "
+            f"seqc.toml to a folder above both files, or the library's folder to {SEQC_PATH}",
+        )
+    if target.suffix != ".seq":
+        raise ResolveError(
+            f"an import names a .seq file, not {target.name}",
+            span=imp.span,
+            code="import-not-seq",
+            expected="a path ending in .seq",
+            found=str(target),
+        )
+    return target
+
+
 def _visit(
-    spec: ir.SpecFile, abspath: Path, program: Program, seen: set[Path], stack: list[Path]
+    spec: ir.SpecFile,
+    abspath: Path,
+    program: Program,
+    seen: set[Path],
+    stack: list[Path],
+    roots: list[Path],
 ) -> None:
     seen.add(abspath)
     stack.append(abspath)
     for imp in spec.imports:
-        target = (abspath.parent / imp.path).resolve()
+        target = _import_target(imp, abspath, roots)
         if target in stack:
             chain = [*stack[stack.index(target) :], target]
             raise ResolveError(
@@ -81,6 +182,14 @@ def _visit(
             )
         if target in seen:
             continue
+        if len(stack) >= MAX_IMPORT_DEPTH:
+            raise ResolveError(
+                f"imports nest more than {MAX_IMPORT_DEPTH} files deep",
+                span=imp.span,
+                code="imports-too-deep",
+                expected=f"a chain of at most {MAX_IMPORT_DEPTH} files, each importing the next",
+                hint="import the shared files from the root spec instead of through each other",
+            )
         if not target.is_file():
             siblings = (
                 [p.name for p in target.parent.glob("*.seq")] if target.parent.is_dir() else []
@@ -98,7 +207,7 @@ def _visit(
         except FileError as e:
             e.span = imp.span
             raise
-        _visit(child, target, program, seen, stack)
+        _visit(child, target, program, seen, stack, roots)
     stack.pop()
     program.files.append(spec)
     _index(spec, program)

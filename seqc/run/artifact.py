@@ -158,5 +158,7 @@ def check_against(artifact: Artifact, session: Any) -> None:
 
 
 def step_functions(artifact: Artifact) -> StepFunctions:
-    """The artifact loaded in its format's runtime (onnxruntime, LiteRT, TF)."""
+    """The artifact loaded in its format's runtime (onnxruntime, LiteRT, TF). A model file that
+    passed its sha256 check but does not load (cut short, then re-hashed) is the runtime's
+    `FileError` naming the file (`bad-model`), never the runtime's own exception."""
     return registry.artifact_format(artifact.format).runtime(artifact.path, artifact.signature)

@@ -18,12 +18,9 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from seqc.backends.registry import CALIBRATION
-
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+from seqc.run.console import err, out
 
 
 def _size(nbytes: float, unit: str = "GB") -> str:

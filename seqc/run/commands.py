@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from seqc.run.calibrate import calibrate_cmd
+from seqc.run.console import err, out
 from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
-
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
 
 FileArg = Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)]
 ExpOpt = Annotated[str, typer.Option("-e", "--experiment", help="Registry name of an experiment.")]
@@ -78,6 +75,8 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
             hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
         )
     weights = read_weights(source)
+    for why in weights.skipped:
+        err.print(f"warning: {why}; using step {weights.step}", soft_wrap=True)
     return weights, match_params(session.graph, weights)
 
 
@@ -184,6 +183,7 @@ def train_cmd(
     prompt: Annotated[str, typer.Option(help="Prompt of the sample printed at the end.")] = "",
 ) -> None:
     """Train an experiment; prints dev perplexity before and after, and a decoded sample."""
+    from seqc.run.interrupt import Interrupted
     from seqc.run.train import train
 
     _check_backend(backend)
@@ -191,18 +191,29 @@ def train_cmd(
     backend = _backend(session, backend)
     run_dir = run_dir or Path("runs") / experiment
     params = sum(p.size for p in session.graph.params.values())
-    err.print(escape(session.pipeline.summary()))
+    err.print(session.pipeline.summary())
     err.print(f"model {session.resolved.config[session.task]['model'].kind}: {params:,} params")
     err.print(f"backend: {backend}")
-    result = train(
-        session,
-        run_dir,
-        resume=resume,
-        console=err,
-        progress=progress,
-        eval_before=not resume,
-        backend=backend,
-    )
+    try:
+        result = train(
+            session,
+            run_dir,
+            resume=resume,
+            console=err,
+            progress=progress,
+            eval_before=not resume,
+            backend=backend,
+        )
+    except Interrupted as stop:
+        again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
+        for value in set_ or []:
+            again += ["--set", value]
+        err.print(
+            f"{stop!s}: checkpoint {stop.step} written to {run_dir / 'checkpoints'}\n"
+            f"resume with: {shlex.join([*again, '--resume'])}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(stop.exit_code) from None
     if result.dev_before:
         out.print(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
     if result.dev_after:
@@ -211,7 +222,7 @@ def train_cmd(
         )
     gen = _from_session(session, result.model, result.state["params"])
     sample = _sample_text(gen, prompt or None)
-    out.print(f"sample: {escape(sample)}")
+    out.print(f"sample: {sample}")
     out.print(f"run directory: {run_dir}")
 
 
@@ -253,7 +264,7 @@ def eval_cmd(
         decoder = decoder_for(model, state["params"], tok.bos_id, tok.eos_id, tok.pad_id)
         t = score_translations(decoder, session.pipeline, strategy, split, limit)
         for src, hyp, ref in t["samples"]:
-            err.print(f"  src: {escape(src)}\n  hyp: {escape(hyp)}\n  ref: {escape(ref)}")
+            err.print(f"  src: {src}\n  hyp: {hyp}\n  ref: {ref}")
         out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples)")
         out.print(f"{split}_chrf: {t['chrf']:.2f}")
 
@@ -287,6 +298,7 @@ def decode_cmd(
     from seqc.spec.errors import UsageError
 
     _check_backend(backend)
+    lines = None if input_file is None else _input_lines(input_file)  # before any loading
     if artifact is not None:
         from seqc.run.artifact import check_against, load_artifact
 
@@ -311,15 +323,9 @@ def decode_cmd(
         run_dir = run_dir or Path("runs") / experiment
         model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
         gen = _from_session(session, model, state["params"])
-    if input_file is not None:
-        try:
-            lines = (sys.stdin if str(input_file) == "-" else input_file.open()).read()
-        except OSError as e:
-            raise FileError(
-                f"cannot read {input_file}: {e.strerror}", path=str(input_file), code="unreadable"
-            ) from None
-        for line in lines.splitlines():
-            out.print(escape(_sample_text(gen, line)))
+    if lines is not None:
+        for line in lines:
+            out.print(_sample_text(gen, line))
         return
     err.print("type a prompt and press enter; an empty line or Ctrl-D ends")
     while True:
@@ -329,7 +335,28 @@ def decode_cmd(
             break
         if not line.strip():
             break
-        out.print(escape(_sample_text(gen, line)))
+        out.print(_sample_text(gen, line))
+
+
+def _input_lines(path: Path) -> list[str]:
+    """The lines of a decode input (a file, or `-` for stdin), UTF-8; an undecodable byte is an
+    error at its line."""
+    try:
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+    except OSError as e:
+        raise FileError(
+            f"cannot read {path}: {e.strerror}", path=str(path), code="unreadable"
+        ) from None
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise FileError(
+            f"{path} is not UTF-8 text: byte 0x{data[e.start]:02x} at line {line}",
+            path=f"{path}:{line}",
+            code="not-utf8",
+            hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+        ) from None
 
 
 def convert_cmd(

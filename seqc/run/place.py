@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False, soft_wrap=True)
+from seqc.run.console import err, out
 
 
 def place_cmd(
@@ -83,7 +80,7 @@ def place_cmd(
         f"{len(problem.devices)} devices (dims {problem.dims}, comm {problem.comm.model})",
         soft_wrap=True,
     )
-    out.print(escape(summary(problem, plan)))
+    out.print(summary(problem, plan))
     if json_file is not None:
         json_file.write_text(json.dumps(plan_json(problem, plan), indent=1) + "\n")
         out.print(f"plan: {json_file}")

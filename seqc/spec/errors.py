@@ -80,33 +80,75 @@ class SeqcError(Exception):
 
     def render(self) -> str:
         """Plain-text rendering: location, message, caret excerpt, expected/found, hints."""
-        out = [f"{self.location}: {self.phase} error [{self.code}]: {self.message}"]
+        out = [f"{self.location}: {self.phase} error [{self.code}]: {_clip(self.message)}"]
         if self.span is not None:
             out.extend(_excerpt(self.span))
         if self.expected is not None:
-            out.append(f"  expected: {self.expected}")
+            out.append(f"  expected: {_clip(self.expected)}")
         if self.found is not None:
-            out.append(f"  found:    {self.found}")
+            out.append(f"  found:    {_clip(self.found)}")
         if self.suggestion is not None:
-            out.append(f"  did you mean `{self.suggestion}`?")
+            out.append(f"  did you mean `{_clip(self.suggestion)}`?")
         if self.hint is not None:
-            out.append(f"  hint: {self.hint}")
+            out.append(f"  hint: {_clip(self.hint)}")
         for note in self.notes:
-            out.append(f"{note.span}: note: {note.message}")
+            out.append(f"{note.span}: note: {_clip(note.message)}")
             out.extend(_excerpt(note.span))
         return "\n".join(out)
 
 
+EXCERPT_WIDTH = 120
+"""The most characters of a source line an excerpt shows: a longer line (a generated spec, a
+1 MB line) is cut to a window around the caret, marked with `...` where it was cut."""
+
+_CUT = "..."
+
+TEXT_WIDTH = 2_000
+"""The most characters of a message, expected, found or hint: they quote the spec's values,
+and a 1 MB string in a spec makes a 1 MB `found:` line otherwise. Far above any message seqc
+writes itself (a conversion error with its explanation runs to 600)."""
+
+
+def _clip(text: str, limit: int = TEXT_WIDTH) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}{_CUT} ({len(text):,} characters in all)"
+
+
+def shows_source(file: str) -> bool:
+    """Whether an excerpt may quote this file's lines: only .seq specs and seqc's own pseudo
+    sources (`<command line>`). A file that is not a spec (an import of `/etc/shadow`, a data
+    file) is never echoed in an error, whatever made seqc read it."""
+    return file.endswith(".seq") or (file.startswith("<") and file.endswith(">"))
+
+
+def _printable(text: str) -> str:
+    """Control characters (an escape sequence in a string or comment) as `?`: one column each,
+    so the caret still lines up, and nothing in a spec can drive the terminal."""
+    return "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in text)
+
+
 def _excerpt(span: Span) -> list[str]:
-    line = source_line(span.file, span.line)
+    line = source_line(span.file, span.line) if shows_source(span.file) else None
     if line is None:
         return []
+    line = _printable(line.expandtabs(1))
+    start = span.col - 1
     width = 1
     if span.end_line == span.line and span.end_col > span.col:
         width = span.end_col - span.col
+    if len(line) > EXCERPT_WIDTH:
+        # A window that starts a third of the width before the caret, within the line.
+        left = max(0, min(start - EXCERPT_WIDTH // 3, len(line) - EXCERPT_WIDTH))
+        right = left + EXCERPT_WIDTH
+        head = _CUT if left > 0 else ""
+        tail = _CUT if right < len(line) else ""
+        line = head + line[left:right] + tail
+        width = max(1, min(width, right - start))
+        start = start - left + len(head)
     gutter = f"{span.line:>5} | "
-    caret = " " * (len(gutter) - 2) + "| " + " " * (span.col - 1) + "^" * width
-    return [gutter + line.expandtabs(1), caret]
+    caret = " " * (len(gutter) - 2) + "| " + " " * start + "^" * width
+    return [gutter + line, caret]
 
 
 class ParseError(SeqcError):
@@ -161,4 +203,18 @@ def no_checkpoint(directory: object) -> FileError:
         path=str(directory),
         code="no-checkpoint",
         hint="train first, or drop --resume",
+    )
+
+
+def unloadable_model(path: object, runtime: str, error: BaseException) -> FileError:
+    """The error of an artifact's model file that its runtime cannot load (truncated, or not a
+    model at all) though its manifest's sha256 matches: the file, the runtime's reason, the fix."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return FileError(
+        f"{runtime} cannot load the model file {path}",
+        path=str(path),
+        code="bad-model",
+        found=reason,
+        hint="the file is truncated or is not a model this runtime reads; export the artifact "
+        "again (seqc export SPEC -e EXP --run-dir RUN --format FORMAT)",
     )

@@ -24,7 +24,7 @@ from lark.exceptions import (
 )
 
 from seqc.spec import ir
-from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source
+from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source, shows_source
 
 SUPPORTED_VERSIONS = (1,)
 GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -87,7 +87,8 @@ def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
         try:
             tree = _lark().parse(text, start="start")
         except UnexpectedInput as e:
-            raise _syntax_error(e, text, filename) from None
+            raise _unquoted(_syntax_error(e, text, filename)) from None
+        _check_nesting(tree, filename)
         spec = _ToIR(filename, _comments(text), text).transform(tree)
     if spec.version not in SUPPORTED_VERSIONS:
         raise ParseError(
@@ -112,7 +113,64 @@ def parse_expr(text: str, filename: str) -> ir.Expr:
         err.found = err.found.replace("end of file", "end of the value") if err.found else None
         err.hint = None
         raise err from None
+    _check_nesting(tree, filename)
     return _ToIR(filename, [], text).transform(tree)
+
+
+# ------------------------------------------------------------------------------------ nesting
+
+MAX_NESTING = 100
+"""How deeply brackets, blocks and operators may nest (README, "Trust and limits").
+
+Every pass after the parser walks the IR recursively, a few Python frames per level, so a spec
+nested thousands deep would exhaust Python's stack somewhere far from the text that caused it.
+Lark's LALR parser builds the tree without recursing, so the depth is checked on that tree,
+before anything recurses over it, and reported at the bracket or operator where it got too deep.
+100 is far beyond any spec written by hand, and leaves every later pass room under Python's
+default limit of 1,000 frames.
+"""
+
+_NESTING_RULES = frozenset(
+    {"body", "list", "map", "neg", "binop", "call", "attr", "replicate", "type_expr"}
+)
+"""The tree nodes that add a level: each bracket, block, operator and call. Other nodes (a
+`pair` of a map, a `kwarg`, an `assign`) sit at most one between two of these."""
+
+
+def _check_nesting(tree: Tree, filename: str) -> None:
+    """Raise a located `too-deep` error if the tree nests more than `MAX_NESTING` levels."""
+    stack: list[tuple[Tree, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if node.data in _NESTING_RULES:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise ParseError(
+                    f"the spec nests more than {MAX_NESTING} levels deep here",
+                    span=_nesting_span(node, filename),
+                    code="too-deep",
+                    expected=f"at most {MAX_NESTING} nested brackets, blocks or operators",
+                    hint="name the inner parts with separate assignments or layers",
+                )
+        # Reversed, so the first child is checked first: the error is the leftmost place.
+        stack.extend((c, depth) for c in reversed(node.children) if isinstance(c, Tree))
+
+
+def _nesting_span(node: Tree, filename: str) -> ir.Span | None:
+    """Where a node starts, or its operator or name: left-nested chains (`a + b + c`,
+    `f()()`, `a.b.c`) start every level at the same column, but each has its own operator."""
+    marks = [c for c in node.children if isinstance(c, Token) and c.line is not None]
+    if node.data in ("binop", "attr") and marks:
+        tok = marks[-1]
+        return _span_at(filename, tok.line, tok.column, len(tok))
+    meta = node.meta
+    if getattr(meta, "empty", True):
+        return None
+    if node.data == "call" and isinstance(node.children[0], Tree):
+        func = node.children[0].meta  # the `(` right after the callee
+        if not getattr(func, "empty", True):
+            return _span_at(filename, func.end_line, func.end_column)
+    return _span_at(filename, meta.line, meta.column)
 
 
 def _comments(text: str) -> list[Token]:
@@ -160,6 +218,7 @@ _TOKEN_WORDS = {
     "ADD_OP": "`+` or `-`",
     "MUL_OP": "`*`, `/`, `//` or `%`",
     "POW_OP": "`**`",
+    "COMPARE": "a range (`> 0`, `in [0, 1)`)",
     "_SEMI": "`;`",
 }
 
@@ -199,6 +258,20 @@ def _expected_keywords(expected: set[str]) -> list[str]:
 
 def _span_at(filename: str, line: int, col: int, width: int = 1) -> ir.Span:
     return ir.Span(file=filename, line=line, col=col, end_line=line, end_col=col + max(width, 1))
+
+
+def _unquoted(err: ParseError) -> ParseError:
+    """A syntax error in a file that is not a `.seq` spec (`seqc check /etc/shadow`), located
+    but quoting nothing of the file: neither its line nor the token found there."""
+    if err.span is None or shows_source(err.span.file):
+        return err
+    return ParseError(
+        "this file does not parse as a spec",
+        span=err.span,
+        code=err.code,
+        expected=err.expected,
+        hint="seqc reads .seq files; it quotes nothing from a file with another name",
+    )
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
@@ -268,6 +341,10 @@ def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
     hint = "is a `}` or `)` missing?" if tok.type == "$END" else None
     if tok.type == "IMPORT" or (tok.type == "NAME" and tok.value == "import"):  # lexed as a name
         hint = "imports come right after the `seqc` header, before any declaration"
+    if tok.type == "COMPARE":
+        hint = "a range comes right after a param's type: `d: int > 0 = 256`"
+    elif tok.type != "$END" and expected_names == {"NUMBER", "MINUS"}:
+        hint = "a range's bounds are numbers: `d: int > 0`, `p: float in [0, 1)`"
     return ParseError(
         f"unexpected {_describe_token(tok).removeprefix('a ')}",  # "unexpected name `x`"
         span=span,
@@ -577,14 +654,38 @@ class _ToIR:
         return [p.model_copy(update={"blank_before": False}) for p in items], span
 
     def param(self, meta: Any, children: list[Any]) -> ir.Param:
-        name, type_, default, doc = children
+        name, type_, range_, default, doc = children
         return ir.Param(
             span=self._span(meta),
             name=str(name),
             type=type_,
+            range=range_,
             default=default,
             doc=_unescape(str(doc)) if doc is not None else None,
         )
+
+    def range(self, meta: Any, children: list[Any]) -> ir.RangeExpr:
+        span = self._span(meta)
+        if len(children) == 2:  # `> 0`
+            op, bound = str(children[0]), children[1]
+            if op.startswith(">"):
+                return ir.RangeExpr(span=span, low=bound, low_open=op == ">")
+            return ir.RangeExpr(span=span, high=bound, high_open=op == "<")
+        _, open_, low, _, high, close = children  # `in [0, 1)`
+        return ir.RangeExpr(
+            span=span,
+            low=low,
+            high=high,
+            low_open=str(open_) == "(",
+            high_open=str(close) == ")",
+            interval=True,
+        )
+
+    def bound(self, meta: Any, children: list[Any]) -> ir.Number:
+        *sign, tok = children
+        text = "-" * len(sign) + str(tok)
+        value = _number(tok, self._tok_span(tok))
+        return ir.Number(span=self._span(meta), value=-value if sign else value, text=text)
 
     def sublayer(self, meta: Any, children: list[Any]) -> ir.SubLayer:
         name, repeat, call = children

@@ -1,7 +1,9 @@
 """The ONNX artifact format: `encoder.onnx` (encoder-decoders only) and `step.onnx`.
 
 Built from the op graphs by `seqc.backends.onnx.emit`, gated by the ONNX checker and strict
-shape inference, quantized by `seqc.backends.onnx.quantize`; run by onnxruntime (`OnnxSteps`).
+shape inference, quantized by `seqc.backends.onnx.quantize`; run by onnxruntime (`OnnxSteps`),
+which reads the files as data (see `seqc.backends.onnx.runtime`): a model file it cannot load
+is a `FileError` naming it.
 A second runtime, `onnx.reference`, must agree with onnxruntime on one step of the float model
 (its error goes into the manifest): it separates an emitter bug from an onnxruntime kernel quirk.
 """
@@ -18,7 +20,7 @@ import onnx
 
 from seqc.backends.api import ExportJob
 from seqc.backends.onnx.emit import check, to_onnx
-from seqc.backends.onnx.runtime import Session, reference_run
+from seqc.backends.onnx.runtime import Session, load_session, reference_run
 from seqc.compiler.step_signature import StepSignature
 
 
@@ -27,8 +29,8 @@ class OnnxSteps:
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         enc = folder / "encoder.onnx"
-        self.encoder = Session(enc) if enc.exists() else None
-        self.stepper = Session(folder / "step.onnx")
+        self.encoder = load_session(enc) if enc.exists() else None
+        self.stepper = load_session(folder / "step.onnx")
         self.encoder_outputs = list(sig.encoder_outputs)
         self.caches = list(sig.caches)
 

@@ -8,6 +8,11 @@ from an ORT kernel quirk.
 Feeds are checked against the model's inputs by name, and integer, bool and float arrays are
 cast to the declared dtype (numpy makes int64 ids by default; the model takes int32), so a
 caller gets a message naming the input instead of an ORT type error.
+
+Loading an ONNX file runs no code from it: sessions use onnxruntime's built-in CPU kernels only
+(no custom-op library is registered, no execution provider but the CPU one), nothing here
+unpickles, and an artifact's models carry their weights inside (no external data files). A
+model that needs anything else fails to load, as a `FileError` (`load_session`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+from seqc.spec.errors import unloadable_model
 
 ModelLike = onnx.ModelProto | bytes | str | os.PathLike
 
@@ -49,6 +57,27 @@ class Session:
         """Every output of the model, in the model's output order."""
         declared = {name: _ORT_DTYPES.get(i.type) for name, i in self.inputs.items()}
         return self._session.run(None, conform(feeds, declared))
+
+
+_LOAD_ERRORS = (
+    OSError,
+    ort_state.Fail,
+    ort_state.InvalidArgument,
+    ort_state.InvalidGraph,
+    ort_state.InvalidProtobuf,
+    ort_state.NoSuchFile,
+    ort_state.NotImplemented,
+    ort_state.RuntimeException,
+)
+
+
+def load_session(path: Path) -> Session:
+    """A session over an artifact's model file; a file onnxruntime cannot load (truncated, not
+    ONNX, an op it lacks) is a `FileError` naming it, not an onnxruntime traceback."""
+    try:
+        return Session(path)
+    except _LOAD_ERRORS as e:
+        raise unloadable_model(path, "onnxruntime", e) from None
 
 
 def reference_run(model: ModelLike, feeds: Mapping[str, Any]) -> list[np.ndarray]:

@@ -1,5 +1,13 @@
 """The SavedModel artifact format: `saved_model/` with forward, `encode` and `step` signatures
-(`seqc.backends.tf.savedmodel`), run by the TF runtime (`SavedModelSteps`)."""
+(`seqc.backends.tf.savedmodel`), run by the TF runtime (`SavedModelSteps`).
+
+A SavedModel is a program, not data: loading one runs the TensorFlow graph it holds, and a
+graph can read and write files (`tf.io.read_file`, `tf.io.write_file`) or start work of its own.
+So a SavedModel artifact is trusted input, like a Python script: decode only the ones you or
+your pipeline exported. The ONNX and TFLite formats are the ones to use for artifacts from
+elsewhere (their runtimes load no code from the file). A model file that does not load is a
+`FileError` naming it.
+"""
 
 from __future__ import annotations
 
@@ -13,15 +21,22 @@ import tensorflow as tf
 from seqc.backends.api import ExportJob
 from seqc.backends.tf.savedmodel import export_savedmodel
 from seqc.compiler.step_signature import StepSignature
+from seqc.spec.errors import unloadable_model
 
 
 class SavedModelSteps:
     """`StepFunctions` over a SavedModel's `encode` and `step` signatures."""
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
-        self.model = tf.saved_model.load(str(folder / "saved_model"))
+        path = folder / "saved_model"
         self.has_encoder = bool(sig.encoder_inputs)
         self.caches = list(sig.caches)
+        try:
+            self.model = tf.saved_model.load(str(path))
+            for key in ("encode", "step") if self.has_encoder else ("step",):
+                _ = self.model.signatures[key]  # a missing signature fails here
+        except (OSError, ValueError, KeyError, tf.errors.OpError) as e:
+            raise unloadable_model(path, "TensorFlow", e) from None
 
     def _call(self, name: str, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         fn = self.model.signatures[name]

@@ -1,7 +1,8 @@
 """The TFLite (LiteRT) artifact format: `model.tflite` with `encode` (encoder-decoders only) and
 `step` signatures, converted from the TF backend's SavedModel in one of four modes and run by
-the `ai_edge_litert` interpreter (`TfliteSteps`). Full int8 calibrates each signature on its own
-real feeds (the export job's calibration data)."""
+the `ai_edge_litert` interpreter (`TfliteSteps`), which reads the file as data (see
+`seqc.backends.tflite.runtime`). Full int8 calibrates each signature on its own real feeds (the
+export job's calibration data)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from seqc.backends.api import ExportJob
-from seqc.backends.tflite.runtime import TfliteRunner
+from seqc.backends.tflite.runtime import load_runner
 from seqc.compiler.step_signature import StepSignature
 
 
@@ -20,8 +21,9 @@ class TfliteSteps:
     """`StepFunctions` over the LiteRT interpreter's `encode` and `step` signatures."""
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
-        self.runner = TfliteRunner(folder / "model.tflite")
         self.has_encoder = bool(sig.encoder_inputs)
+        keys = ("encode", "step") if self.has_encoder else ("step",)
+        self.runner = load_runner(folder / "model.tflite", keys)
         self.caches = list(sig.caches)
 
     def encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

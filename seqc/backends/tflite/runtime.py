@@ -8,6 +8,11 @@ dynamic in the model; each call resizes the signature's inputs to the feed shape
 length. For a model whose interface is int8 (`inference_input_type=int8`), float feeds are
 quantized and int8 outputs dequantized with each tensor's own scale and zero point, so a caller
 sees float32 whatever the model stores.
+
+Loading a TFLite file runs no code from it: the interpreter gets the built-in op resolver and
+its default CPU delegate, and no custom-op registerers, delegate plugins (`load_delegate`) or
+TF Flex ops; nothing here unpickles. A model that needs anything else fails to load, and an
+artifact's file that does not load is a `FileError` naming it (`load_runner`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter
+
+from seqc.spec.errors import unloadable_model
 
 
 class TfliteRunner:
@@ -86,6 +93,19 @@ class TfliteRunner:
                 )
             self._runners[signature] = self._interpreter.get_signature_runner(signature)
         return self._runners[signature]
+
+
+def load_runner(path: Path, signatures: tuple[str, ...]) -> TfliteRunner:
+    """A runner over an artifact's model file, with each of `signatures` ready; a file LiteRT
+    cannot load (truncated, not a flatbuffer, an op it lacks, a signature missing) is a
+    `FileError` naming it, not an interpreter traceback."""
+    try:
+        runner = TfliteRunner(path)
+        for key in signatures:
+            runner.input_details(key)
+    except (OSError, ValueError, RuntimeError, KeyError) as e:
+        raise unloadable_model(path, "LiteRT", e) from None
+    return runner
 
 
 def _scale_zero(details: dict[str, Any]) -> tuple[float, int]:

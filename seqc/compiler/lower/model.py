@@ -2,16 +2,25 @@
 
 Values in a forward body are tensors (graph value ids) or plain numbers (params such as `d`).
 A call of a sub-layer lowers it at its own layer path (`blocks.3.attn`), so params are named by
-path; a `repeat(n)` sub-layer applies its n copies in sequence. Inputs are checked against the
-declared tensor types at every call, so a width mismatch is reported at the user's call, with both
-shapes, long before any backend runs.
+path; a `repeat(n)` sub-layer applies its n copies in sequence (refused at its line when the
+copies would grow the graph past `MAX_GRAPH_OPS`, foreseen from the first one). Inputs are
+checked against the declared tensor types at every call, so a width mismatch is reported at the
+user's call, with both shapes, long before any backend runs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from seqc.compiler.graph import Dim, Graph, GraphBuilder, Shape, TensorType
+from seqc.compiler.graph import (
+    MAX_GRAPH_OPS,
+    Dim,
+    Graph,
+    GraphBuilder,
+    Shape,
+    TensorType,
+    too_large,
+)
 from seqc.compiler.lower.call import LOWERINGS, LayerCall
 from seqc.resolve.layers import LayerInstance
 from seqc.spec import ir
@@ -219,9 +228,16 @@ class _Lowerer:
     ) -> _Tensor:
         copies = child.children if child.repeat else (child,)
         out: _Tensor | None = None
-        for copy in copies:
+        before = len(self.b.graph.ops)
+        for i, copy in enumerate(copies):
             inputs = list(args) if out is None else [out, *args[1:]]
             out = self._apply_one(copy, inputs, kwargs, siblings, span)
+            if i == 0 and len(copies) > 1:
+                # The copies are alike: foresee the graph's size from the first one, so a
+                # repeat too large is refused now, at its line, not after lowering most of it.
+                ahead = len(self.b.graph.ops) + (len(copies) - 1) * (len(self.b.graph.ops) - before)
+                if ahead > MAX_GRAPH_OPS:
+                    raise too_large(ahead, child.path, child.span or span)
         assert out is not None
         return out
 

@@ -1,0 +1,29 @@
+"""The command line's two consoles (results on stdout, messages on stderr), shared by `seqc.cli`
+and the run commands.
+
+User text is printed literally: neither console interprets rich markup (`[bold]`) or emoji codes
+(`:smile:`), so a spec line, a path or a decoded sample shows as written. Styles are given as
+`Text` spans (`styled`), never as markup inside a string. Off a terminal (pipes, CI logs) rich
+would assume 80 columns and cut table cells, so stdout is 200 wide there.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.text import Text
+
+out = Console(
+    highlight=False,
+    markup=False,
+    emoji=False,
+    soft_wrap=True,
+    width=None if sys.stdout.isatty() else 200,
+)
+err = Console(stderr=True, highlight=False, markup=False, emoji=False, soft_wrap=True)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line from plain and (text, style) parts; no part is read as markup."""
+    return Text.assemble(*parts)
