@@ -317,3 +317,35 @@ def test_root_spec_that_is_a_symlink_loop_is_a_file_error(tmp_path: Path) -> Non
     result = cli("check", loop)
     assert_clean_failure(result)
     assert "file error" in result.output and str(loop) in result.output
+
+
+def test_nested_repeats_are_refused_from_their_first_copy(tmp_path: Path) -> None:
+    """`repeat(10000)` of a layer holding `repeat(100)` would build a million layers: refused at
+    the outer count, after one copy (fast), with both numbers."""
+    spec = tmp_path / "nested.seq"
+    spec.write_text(
+        textwrap.dedent(
+            """\
+            seqc 1
+            input data { train = text("t.txt"); tokenizer = chars() }
+            layer Inner(d: int) {
+              lins = repeat(100) Linear(d, d)
+              forward (x: float32[B, T, d]) -> float32[B, T, d] { return lins(x) }
+            }
+            model M(vocab: int, d: int = 8) {
+              embed = Embedding(vocab, d)
+              blocks = repeat(10000) Inner(d)
+              out = Softmax(vocab, d)
+              forward (ids: int32[B, T]) -> float32[B, T, vocab] {
+                return out(blocks(embed(ids)))
+              }
+            }
+            task t { input = data; model = M(vocab = 11) }
+            experiment e { tasks = [t] }
+            """
+        )
+    )
+    result = CliRunner().invoke(app, ["check", str(spec)])
+    assert result.exit_code == 2, result.output
+    assert "graph-too-large" in result.output and "10,000 copies of 102" in result.output
+    assert "nested.seq:9:19" in result.output

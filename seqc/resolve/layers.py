@@ -40,6 +40,11 @@ from seqc.spec.types import DTYPES, FLOAT, INT, LAYER, SCALARS, Range, Type, par
 MAX_REPEAT = 10_000
 """Most copies `repeat(n)` makes: more would stall instantiation long before a backend runs."""
 
+MAX_INSTANCES = 200_000
+"""Most layers a `repeat` may instantiate, nested repeats multiplied: `repeat(10000)` of a layer
+holding `repeat(100)` would spend minutes building a million instances before lowering could
+refuse the graph (`compiler.graph.MAX_GRAPH_OPS`)."""
+
 Spans = dict[str, ir.Span | None]
 """Param name -> the span of the line that set its value (an argument, a default, an override)."""
 
@@ -682,6 +687,23 @@ def _repeat_count(raw: Raw, where: str) -> int:
     return v
 
 
+def _instances(inst: LayerInstance) -> int:
+    return 1 + sum(_instances(c) for c in inst.children)
+
+
+def _check_instances(first: LayerInstance, count: int, repeat: ir.Expr, where: str) -> None:
+    """Refuse, from its first copy, a `repeat` that would build more than `MAX_INSTANCES`."""
+    total = count * _instances(first)
+    if total > MAX_INSTANCES:
+        raise CheckError(
+            f"`{where}` would build {total:,} layers ({count:,} copies of "
+            f"{_instances(first):,}); at most {MAX_INSTANCES:,} fit in one model",
+            span=repeat.span,
+            code="graph-too-large",
+            hint="lower the repeat count, or the depth of the repeated layer",
+        )
+
+
 def _note_call(err: CheckError, span: ir.Span | None, path: str, kind: str) -> None:
     """An error at a value set elsewhere (an override, a model param) also shows the layer call
     the value reached; once, from the innermost call."""
@@ -725,8 +747,10 @@ def _instantiate(
         if sub.repeat is not None:
             count = _repeat_count(evaluate(sub.repeat, lookup), child_path)
         copies = range(count) if count is not None else [None]
-        made = []
+        made: list[LayerInstance] = []
         for i in copies:
+            if i == 1 and count is not None:
+                _check_instances(made[0], count, sub.repeat, child_path)
             ipath = child_path if i is None else f"{child_path}.{i}"
             if bound.kind in layers:
                 made.append(
