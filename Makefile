@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/export.py
 	$(BIN)/python bench/placement.py
 	$(BIN)/python bench/parity.py
+	$(BIN)/python bench/chaos.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
