@@ -281,6 +281,12 @@ def show(
     graph: Annotated[
         bool, typer.Option("--graph", help="Lower the model; print op, param and FLOP counts.")
     ] = False,
+    sharding: Annotated[
+        bool,
+        typer.Option(
+            "--sharding", help="Each param's split over the mesh and its bytes per device."
+        ),
+    ] = False,
 ) -> None:
     """Show a resolved experiment: every value explicit, with its origin on request."""
     from seqc.resolve.experiment import resolve
@@ -294,6 +300,12 @@ def show(
 
             for task in r.tasks:
                 print_graph_report(out, program, r, task)
+            return
+        if sharding:
+            from seqc.compiler.sharding_report import print_sharding_report
+
+            for task in r.tasks:
+                print_sharding_report(out, program, r, task)
             return
         if as_json:
             data = {

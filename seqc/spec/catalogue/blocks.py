@@ -127,6 +127,10 @@ block(
     param("log_every", EVERY, 100, "Log training loss and speed every this many steps."),
 )
 
+MESH_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "model")
+"""The mesh axes a distribution block may name: data parallel, parameter sharding (ZeRO-3 /
+FSDP) and tensor (model) parallel."""
+
 block(
     "distribution",
     "How training is spread over devices: the mesh, the devices and the layer placement.",
@@ -154,6 +158,13 @@ block(
         one_of("sync", "async"),
         "sync",
         "Whether data-parallel replicas wait for each other's gradients every step.",
+    ),
+    param(
+        "shard",
+        map_of(STR, list_of(opt(one_of(*MESH_AXES)))),
+        {},
+        "Sharding rules by param path (a glob) to one mesh axis or none per dimension, e.g. "
+        '{"blocks.*.mlp.w1.w": [none, "model"]}; they override the defaults of the layer kinds.',
     ),
 )
 

@@ -1,0 +1,254 @@
+"""How a model's params are split over a device mesh: the sharding plan of a compiled task.
+
+The mesh (`distribution.mesh`) names up to three axes: `data` (each device a slice of the batch),
+`fsdp` (params, gradients and optimizer state split in the ZeRO-3 / FSDP manner, the batch split
+too) and `model` (tensor parallel, Megatron style). A param's partition spec gives, per
+dimension, the mesh axis it is split on or None. Specs come from:
+
+1. defaults per layer kind (`DEFAULTS`), which a user rarely needs to touch: q, k, v and the first
+   feed-forward matrix split by columns on `model`, the attention output and the second
+   feed-forward matrix by rows; embedding tables and the output softmax split on the vocabulary;
+2. the user's rules, `distribution.shard = {"blocks.*.mlp.w1.w": [none, "model"]}`: a glob over
+   param paths to a spec, overriding the defaults (the last matching rule wins);
+3. `fsdp`: every param not already split on it is split on its first free dimension that the
+   axis divides (params too small for that stay replicated).
+
+An axis the mesh lacks, or of size 1, is dropped from a spec, so the same rules serve every mesh.
+A dimension its axis does not divide is an error at the rule (or at the layer, for a default),
+with both numbers. The plan is data: JAX turns it into `NamedSharding`s (`seqc.backends.jax`),
+`seqc show --sharding` prints it. Nothing of the model's lowering changes for the sharded case:
+the compiler of the backend (XLA's SPMD partitioner) splits the program from the params' and
+the batch's shardings.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from seqc.compiler.graph import DTYPE_BYTES, Graph
+from seqc.resolve.experiment import ResolvedExperiment
+from seqc.resolve.layers import LayerInstance
+from seqc.spec.errors import CheckError
+from seqc.spec.ir import Span
+
+AXES = ("data", "fsdp", "model")
+"""Mesh axes in the order the device array is laid out (the model axis innermost: its devices
+exchange the most, so they are neighbours)."""
+BATCH_AXES = ("data", "fsdp")
+"""The axes the batch's rows are split over."""
+
+Spec = tuple[str | None, ...]
+M = "model"
+_COLUMNS: Spec = (None, M)
+_ROWS: Spec = (M, None)
+_VECTOR: Spec = (M,)
+_ATTENTION = {
+    "q.w": _COLUMNS,
+    "k.w": _COLUMNS,
+    "v.w": _COLUMNS,
+    "q.b": _VECTOR,
+    "k.b": _VECTOR,
+    "v.b": _VECTOR,
+    "o.w": _ROWS,
+}
+DEFAULTS: dict[str, dict[str, Spec]] = {
+    "SelfAttention": _ATTENTION,
+    "CrossAttention": _ATTENTION,
+    "FeedForward": {
+        "w1.w": _COLUMNS,
+        "w1.b": _VECTOR,
+        "wg.w": _COLUMNS,
+        "wg.b": _VECTOR,
+        "w2.w": _ROWS,
+    },
+    "Embedding": {"table": _ROWS},
+    "Softmax": {"w": _COLUMNS, "b": _VECTOR},
+}
+"""Layer kind -> the param's name inside the layer -> its spec (Megatron-style). Everything
+else is replicated, or split on `fsdp`."""
+
+
+@dataclass(frozen=True)
+class ParamShard:
+    name: str
+    shape: tuple[int, ...]
+    spec: Spec
+    origin: str
+    """Where the spec came from: a layer kind's default, a rule, `fsdp`, or `replicated`."""
+    itemsize: int = 4
+
+    def device_bytes(self, mesh: Mapping[str, int]) -> int:
+        """Bytes of this param on one device."""
+        n = math.prod(self.shape) * self.itemsize
+        return n // math.prod(mesh[a] for a in self.spec if a is not None)
+
+
+@dataclass
+class ShardingPlan:
+    """The mesh and every param's partition spec."""
+
+    mesh: dict[str, int]
+    params: dict[str, ParamShard] = field(default_factory=dict)
+    span: Span | None = None
+    """The spec line of `distribution.mesh`, for errors about the mesh."""
+
+    @property
+    def devices(self) -> int:
+        return math.prod(self.mesh.values())
+
+    @property
+    def trivial(self) -> bool:
+        """One device: nothing to shard."""
+        return self.devices == 1
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(self.mesh)
+
+    @property
+    def batch_split(self) -> int:
+        """Into how many slices each batch's rows are split."""
+        return math.prod(self.mesh.get(a, 1) for a in BATCH_AXES)
+
+    def shard_shape(self, name: str) -> tuple[int, ...]:
+        p = self.params[name]
+        return tuple(d // (self.mesh[a] if a else 1) for d, a in zip(p.shape, p.spec, strict=True))
+
+    def device_bytes(self) -> int:
+        return sum(p.device_bytes(self.mesh) for p in self.params.values())
+
+
+def mesh_of(resolved: ResolvedExperiment) -> dict[str, int]:
+    """The experiment's mesh in `AXES` order (axes of size 1 kept: they name the layout)."""
+    asked = dict(resolved.config["distribution"]["mesh"])
+    return {a: int(asked[a]) for a in AXES if a in asked}
+
+
+def _layer_kinds(model: LayerInstance) -> dict[str, LayerInstance]:
+    """Layer path -> its instance, for every layer of a model's tree."""
+    found: dict[str, LayerInstance] = {}
+    stack = [model]
+    while stack:
+        inst = stack.pop()
+        found[inst.path] = inst
+        stack.extend(inst.children)
+    return found
+
+
+def plan_sharding(graph: Graph, resolved: ResolvedExperiment, task: str) -> ShardingPlan:
+    """The sharding plan of a task's graph on the experiment's mesh."""
+    mesh = mesh_of(resolved)
+    dist = resolved.config["distribution"]
+    plan = ShardingPlan(mesh, span=resolved.span("distribution.mesh"))
+    live = {a for a, n in mesh.items() if n > 1}
+    layers = _layer_kinds(resolved.models[task])
+    rules = {str(k): tuple(v) for k, v in dict(dist.get("shard") or {}).items()}
+    rule_span = resolved.span("distribution.shard")
+    used: set[str] = set()
+    for name, p in graph.params.items():
+        shape = tuple(int(d) for d in p.type.shape)
+        local = name[len(p.layer) + 1 :] if p.layer else name
+        inst = layers.get(p.layer)
+        spec: Spec = (None,) * len(shape)
+        origin, where = "replicated", inst.span if inst is not None else p.span
+        default = DEFAULTS.get(inst.kind, {}).get(local) if inst is not None else None
+        if default is not None and len(default) == len(shape):
+            spec, origin = default, f"{inst.kind} default"  # type: ignore[union-attr]
+        for pattern, rule in rules.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                used.add(pattern)
+                if len(rule) != len(shape):
+                    raise CheckError(
+                        f"sharding rule `{pattern}` gives {len(rule)} axes to `{name}`, which "
+                        f"has {len(shape)} dimensions",
+                        span=rule_span,
+                        code="bad-shard-rule",
+                        expected=f"a list of {len(shape)} (an axis or none each)",
+                        found=str(list(rule)),
+                    )
+                spec, origin, where = rule, f"rule {pattern!r}", rule_span
+        spec = tuple(a if a in live else None for a in spec)
+        if "fsdp" in live and "fsdp" not in spec:
+            free = [i for i, a in enumerate(spec) if a is None and shape[i] % mesh["fsdp"] == 0]
+            if free:
+                spec = tuple("fsdp" if i == free[0] else a for i, a in enumerate(spec))
+                origin = f"{origin}, fsdp" if origin != "replicated" else "fsdp"
+        _check_divides(name, shape, spec, mesh, where, origin)
+        itemsize = DTYPE_BYTES.get(p.type.dtype, 4)
+        plan.params[name] = ParamShard(name, shape, spec, origin, itemsize)
+    unused = [r for r in rules if r not in used]
+    if unused:
+        raise CheckError(
+            f"sharding rule `{unused[0]}` matches no param of `{task}`",
+            span=rule_span,
+            code="unused-shard-rule",
+            hint="params are named by layer path, e.g. `blocks.0.attn.q.w`: "
+            "`seqc show FILE -e EXP --sharding` lists them",
+        )
+    return plan
+
+
+def _check_divides(
+    name: str,
+    shape: tuple[int, ...],
+    spec: Spec,
+    mesh: Mapping[str, int],
+    where: Span | None,
+    origin: str,
+) -> None:
+    seen: set[str] = set()
+    for dim, (size, axis) in enumerate(zip(shape, spec, strict=True)):
+        if axis is None:
+            continue
+        if axis in seen:
+            raise CheckError(
+                f"`{name}` is split on mesh axis `{axis}` twice ({origin})",
+                span=where,
+                code="bad-shard-rule",
+                found=str(list(spec)),
+            )
+        seen.add(axis)
+        if size % mesh[axis]:
+            raise CheckError(
+                f"dimension {dim} of `{name}` ({size}) is not divided by mesh axis `{axis}` "
+                f"({mesh[axis]}), as its {origin} splits it",
+                span=where,
+                code="shard-not-divisible",
+                expected=f"a size divisible by {mesh[axis]}",
+                found=str(size),
+                hint="change the mesh, the layer's size, or give the param a rule in "
+                "distribution.shard",
+            )
+
+
+def check_devices(plan: ShardingPlan, found: int, what: str) -> None:
+    """The mesh's product must be the number of devices a run uses."""
+    if plan.devices != found:
+        shown = ", ".join(f"{a}: {n}" for a, n in plan.mesh.items())
+        raise CheckError(
+            f"the mesh {{{shown}}} needs {plan.devices} devices, but {what} has {found}",
+            span=plan.span,
+            code="mesh-devices",
+            expected=f"{plan.devices} devices",
+            found=str(found),
+            hint="make the mesh's product the number of devices (processes x devices each)",
+        )
+
+
+def check_batches(plan: ShardingPlan, batch_sizes: Any, span: Span | None) -> None:
+    """Every batch's rows must split evenly over the batch axes."""
+    split = plan.batch_split
+    for rows in sorted(set(int(b) for b in batch_sizes)):
+        if rows % split:
+            raise CheckError(
+                f"batches of {rows} rows do not split over the mesh's data axes ({split} slices)",
+                span=span,
+                code="batch-not-divisible",
+                expected=f"batch sizes divisible by {split}",
+                found=str(rows),
+                hint="change the buckets' batch sizes (or train.batch_size), or the mesh",
+            )
