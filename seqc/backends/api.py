@@ -30,6 +30,7 @@ import numpy as np
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.sharding import ShardingPlan
 from seqc.compiler.step_signature import StepSignature
 
 State = dict[str, Any]
@@ -144,8 +145,12 @@ class Backend(Protocol):
         train: Mapping[str, Any],
         *,
         placement: Placement | None = None,
+        sharding: ShardingPlan | None = None,
         jit_compile: bool = False,
-    ) -> Model: ...
+    ) -> Model:
+        """The task's model; with `placement`, each op on its planned device; with a
+        `sharding` plan, data and params split over a mesh of every process's devices."""
+        ...
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore: ...
 

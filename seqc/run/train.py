@@ -35,6 +35,7 @@ from seqc.backends import registry
 from seqc.backends.api import Backend, CheckpointStore, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
+from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.rundir import RunDir
@@ -85,14 +86,18 @@ def train(
     if resume:
         _check_resumable(run.checkpoints, engine)
     placement = _placement(session, engine, console)
+    sharding = _sharding(session, placement)
     devices = None if placement is None else placement.devices
-    model = engine.model(session.compiled, cfg, placement=devices, **(model_options or {}))
+    # The model before the run directory: a device the plan lacks is an error before any write.
+    model = engine.model(
+        session.compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
+    )
     with run.lock():
         run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
         checkpoints = engine.checkpoints(run.checkpoints)
         try:
             loop = _Loop(session, run, model, checkpoints, rate, console, eval_batches)
-            state, start = loop.start(resume, placement, backend)
+            state, start = loop.start(resume, placement, backend, sharding)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
             if eval_before and loop.has_dev and start == 0:
@@ -133,7 +138,11 @@ class _Loop:
 
     # ---------------------------------------------------------------- start
     def start(
-        self, resume: bool, placement: Placement | None, backend: str
+        self,
+        resume: bool,
+        placement: Placement | None,
+        backend: str,
+        sharding: ShardingPlan | None = None,
     ) -> tuple[dict[str, Any], int]:
         """The state to train from, and its step: a fresh one, or the newest good checkpoint
         (damaged newer ones set aside, with a warning naming each)."""
@@ -141,7 +150,8 @@ class _Loop:
         seed = int(session.train_config["seed"])
         state = self.model.init(seed)
         if not resume:
-            run.start(session.program, session.resolved, self._info(backend, seed, placement))
+            info = self._info(backend, seed, placement, sharding)
+            run.start(session.program, session.resolved, info)
             return state, 0
         state = self.checkpoints.restore(state)
         for why in self.checkpoints.skipped:
@@ -151,7 +161,13 @@ class _Loop:
         self.console.print(f"resumed from step {start} of {run.checkpoints}")
         return state, start
 
-    def _info(self, backend: str, seed: int, placement: Placement | None) -> dict[str, Any]:
+    def _info(
+        self,
+        backend: str,
+        seed: int,
+        placement: Placement | None,
+        sharding: ShardingPlan | None,
+    ) -> dict[str, Any]:
         session = self.session
         return {
             "experiment": session.resolved.name,
@@ -164,6 +180,7 @@ class _Loop:
             "placement": None
             if placement is None
             else {"algorithm": placement.plan.algorithm, "devices": placement.used},
+            "mesh": None if sharding is None else dict(sharding.mesh),
         }
 
     # ---------------------------------------------------------------- steps
@@ -286,6 +303,26 @@ def _placement(session: Session, engine: Backend, console: Console) -> Placement
         )
     console.print(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
     return placed
+
+
+def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | None:
+    """The sharding plan of the spec's mesh, or None for one device; the training batches must
+    split over its data axes."""
+    if math.prod(mesh_of(session.resolved).values()) == 1:
+        return None
+    resolved = session.resolved
+    if placement is not None:
+        raise CheckError(
+            "a run either places ops on devices (distribution.placement) or shards over a mesh "
+            "(distribution.mesh), not both",
+            span=resolved.span("distribution.mesh"),
+            code="place-and-shard",
+            hint="set distribution.placement = single, or the mesh to {data: 1}",
+        )
+    plan = plan_sharding(session.graph, resolved, session.task)
+    sizes = [b.batch_size for b in session.pipeline.buckets]
+    check_batches(plan, sizes, resolved.span(f"{session.task}.input.buckets"))
+    return plan
 
 
 def _check_resumable(directory: Path, engine: Backend) -> None:

@@ -1,8 +1,9 @@
 """The JAX backend behind the contract of `seqc.backends.api`.
 
-JAX compiles a whole training step into one XLA program for one device, so it does not run a
-placement plan op by op (`places_ops` is False); the run commands refuse such a plan at the
-spec's placement line and point at the TF backend. Frameworks load on first use.
+JAX compiles a whole training step into one XLA program, so it does not run a placement plan
+op by op (`places_ops` is False); the run commands refuse such a plan at the spec's placement
+line and point at the TF backend. It runs a sharding plan: the one program on a mesh of devices
+(`seqc.backends.jax.mesh`). Frameworks load on first use.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from seqc.backends.api import CheckpointStore, Model, Placement, StepFunctions, 
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError
 
 
@@ -34,8 +36,11 @@ class JaxBackend:
         train: Mapping[str, Any],
         *,
         placement: Placement | None = None,
+        sharding: ShardingPlan | None = None,
         jit_compile: bool = False,
     ) -> Model:
+        import jax
+
         from seqc.backends.jax.train import JaxModel
 
         if placement and len(set(placement.values())) > 1:
@@ -45,7 +50,10 @@ class JaxBackend:
                 code="cannot-place",
                 hint="train with --backend tf",
             )
-        return JaxModel(task, train)
+        if sharding is not None and not sharding.trivial:
+            where = f"this run's {jax.process_count()} JAX process(es)"
+            check_devices(sharding, jax.device_count(), where)
+        return JaxModel(task, train, sharding)
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         from seqc.backends.jax.checkpoint import Checkpoints

@@ -4,6 +4,10 @@ A step runs the model's forward graph and then its criterion graph (`seqc.compil
 criterion`) through the shared interpreter, inside one jit: one XLA program per step. The state
 is a plain pytree (params, optimizer state, step, rng) so that checkpoints hold exactly what a
 resumed run needs to continue bit for bit.
+
+With a sharding plan the same program runs on a mesh of devices, of one process or many
+(`seqc.backends.jax.mesh`): the state lives on its shards, training batches arrive split over
+the data axes, and the steps keep the state's shardings.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from seqc.backends.jax.mesh import Sharded, local
 from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.backends.jax.optim import direction
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
+from seqc.compiler.sharding import ShardingPlan
 
 
 class JaxModel:
@@ -29,16 +35,25 @@ class JaxModel:
 
     backend = "jax"
 
-    def __init__(self, task: CompiledTask, train: Mapping[str, Any]) -> None:
+    def __init__(
+        self, task: CompiledTask, train: Mapping[str, Any], sharding: ShardingPlan | None = None
+    ) -> None:
         self.task = task
         self.graph = task.graph
         self.train_config = train
         self.tx = direction(train)
         self.clip_norm = float(train.get("clip_norm", 0.0))
         self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
-        self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
-        self._eval_step = jax.jit(self._eval_impl)
-        self._logits = jax.jit(self._logits_impl)
+        self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
+        if self.sharded is None:
+            self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
+            self._eval_step = jax.jit(self._eval_impl)
+            self._logits = jax.jit(self._logits_impl)
+        else:  # results replicated: every process can read them
+            rep = self.sharded.replicated
+            self._train_step = None  # made with the state's shardings (`_state`)
+            self._eval_step = jax.jit(self._eval_impl, out_shardings=rep)
+            self._logits = jax.jit(self._logits_impl, out_shardings=rep)
 
     # ---------------------------------------------------------------- state
     def init(self, seed: int) -> dict[str, Any]:
@@ -48,6 +63,16 @@ class JaxModel:
         return self._state(params, 0)
 
     def _state(self, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        if self.sharded is not None:
+            state = self.sharded.put_state(params, seed)
+            if self._train_step is None:
+                shardings = self.sharded.state(state)
+                self._train_step = jax.jit(
+                    self._train_impl,
+                    donate_argnums=(0,),
+                    out_shardings=(shardings, self.sharded.replicated),
+                )
+            return state
         arrays = {k: jnp.asarray(v) for k, v in params.items()}
         return {
             "params": arrays,
@@ -99,13 +124,23 @@ class JaxModel:
         return self.forward(params, arrays, None, training=False)
 
     def train_step(self, state: dict, batch: Any, lr: float) -> tuple[dict, dict]:
-        return self._train_step(state, dict(batch.arrays), np.float32(lr))
+        if self.sharded is None:
+            return self._train_step(state, dict(batch.arrays), np.float32(lr))
+        assert self._train_step is not None, "make the state first (init or with_params)"
+        arrays = self.sharded.put_batch(batch.arrays)
+        state, metrics = self._train_step(state, arrays, np.float32(lr))
+        return state, {k: local(v) for k, v in metrics.items()}
 
     def eval_step(self, params: dict, batch: Any) -> dict:
-        return self._eval_step(params, dict(batch.arrays))
+        if self.sharded is None:
+            return self._eval_step(params, dict(batch.arrays))
+        out = self._eval_step(params, self.sharded.put_batch(batch.arrays, split=False))
+        return {k: local(v) for k, v in out.items()}
 
     def logits(self, params: dict, arrays: Mapping[str, np.ndarray]) -> jax.Array:
-        return self._logits(params, dict(arrays))
+        if self.sharded is None:
+            return self._logits(params, dict(arrays))
+        return local(self._logits(params, self.sharded.put_batch(arrays, split=False)))
 
     def decoder(self, params: Any, bos: int, eos: int, pad: int) -> None:
         """None: JAX decodes on the host over the jitted forward (`seqc.run.decode`)."""

@@ -17,6 +17,8 @@ from seqc.backends.api import CheckpointStore, Model, Placement, StepFunctions, 
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.sharding import ShardingPlan
+from seqc.spec.errors import DeviceError
 
 
 class TfBackend:
@@ -33,8 +35,16 @@ class TfBackend:
         train: Mapping[str, Any],
         *,
         placement: Placement | None = None,
+        sharding: ShardingPlan | None = None,
         jit_compile: bool = False,
     ) -> Model:
+        if sharding is not None and not sharding.trivial:
+            raise DeviceError(
+                "the TensorFlow backend does not run a sharded mesh yet",
+                span=sharding.span,
+                code="cannot-shard",
+                hint="train with --backend jax, or set distribution.mesh = {data: 1}",
+            )
         named = None
         if placement:
             from seqc.backends.tf.devices import names

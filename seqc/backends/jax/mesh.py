@@ -1,0 +1,98 @@
+"""A sharding plan (`seqc.compiler.sharding`) on JAX: a `jax.sharding.Mesh` over every device of
+every process, and the `NamedSharding` of each param, of the optimizer state (each moment split
+as its param), of the batches and of the rest (replicated).
+
+The training step stays one `jax.jit` program: its inputs arrive sharded, its state keeps its
+shardings (`out_shardings`), and XLA's SPMD partitioner splits the computation and inserts the
+collectives. Batches are global: every process builds the same batch (the data order is a pure
+function of seed and step) and hands its devices only their rows (`global_array`), so a run on
+any number of processes sees the same data as on one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from seqc.compiler.sharding import BATCH_AXES, ShardingPlan
+
+
+class Sharded:
+    """The shardings of one model's state and batches on one mesh."""
+
+    def __init__(self, plan: ShardingPlan, tx: optax.GradientTransformation) -> None:
+        self.plan = plan
+        devices = np.asarray(jax.devices()).reshape(tuple(plan.mesh.values()))
+        self.mesh = Mesh(devices, plan.axes)
+        self.replicated = NamedSharding(self.mesh, PartitionSpec())
+        self.params = {
+            name: NamedSharding(self.mesh, PartitionSpec(*p.spec))
+            for name, p in plan.params.items()
+        }
+        self.tx = tx
+        self._batch_axes = tuple(a for a in BATCH_AXES if plan.mesh.get(a, 1) > 1) or None
+
+    def batch(self, ndim: int) -> NamedSharding:
+        """Rows split over the batch axes; the other dimensions whole."""
+        return NamedSharding(self.mesh, PartitionSpec(self._batch_axes, *([None] * (ndim - 1))))
+
+    def opt_state(self, opt_state: Any) -> Any:
+        """The optimizer state's shardings: every param-shaped moment as its param, the rest
+        (counts) replicated."""
+        return optax.tree_map_params(
+            self.tx,
+            lambda _, sharding: sharding,
+            opt_state,
+            self.params,
+            transform_non_params=lambda _: self.replicated,
+            is_leaf=lambda x: isinstance(x, NamedSharding),
+        )
+
+    def state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "params": self.params,
+            "opt_state": self.opt_state(state["opt_state"]),
+            "step": self.replicated,
+            "rng": self.replicated,
+        }
+
+    def put_state(self, params: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        """A fresh state with these host params, every array on its shards."""
+        put = {k: global_array(np.asarray(v), self.params[k]) for k, v in params.items()}
+        shapes = jax.eval_shape(self.tx.init, put)
+        opt_shardings = self.opt_state(shapes)
+        opt_state = jax.jit(self.tx.init, out_shardings=opt_shardings)(put)
+        rep = self.replicated
+        return {
+            "params": put,
+            "opt_state": opt_state,
+            "step": global_array(np.zeros((), np.int32), rep),
+            "rng": global_array(np.asarray(jax.random.PRNGKey(seed + 1)), rep),
+        }
+
+    def put_batch(self, arrays: Mapping[str, np.ndarray], split: bool = True) -> dict[str, Any]:
+        """A batch as global arrays: rows split over the batch axes (training), or whole on
+        every device (evaluation batches, whose row counts the mesh need not divide)."""
+        return {
+            k: global_array(np.asarray(v), self.batch(np.ndim(v)) if split else self.replicated)
+            for k, v in arrays.items()
+        }
+
+
+def global_array(value: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """A global array from the same host value on every process: each process puts only the
+    slices its devices hold."""
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def local(value: Any) -> Any:
+    """A value of a replicated result, readable on this process (a global array spanning other
+    processes' devices cannot be read whole)."""
+    if isinstance(value, jax.Array) and not value.is_fully_addressable:
+        return value.addressable_data(0)
+    return value
