@@ -42,6 +42,34 @@ Placement = Mapping[int, int]
 """Op id of the forward graph -> device index of a placement plan (0, 1, ...)."""
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """This process's place in a run of several processes (one process: the default).
+
+    `role` is `worker` for every process of a synchronous run (process 0, the primary, owns
+    the run directory); an asynchronous TF run has a `chief` that drives training, `worker`s
+    that compute and `ps` (parameter servers) that hold the variables. `spec` is the whole
+    cluster by role, with each process's address (what `TF_CONFIG` says)."""
+
+    process_id: int = 0
+    num_processes: int = 1
+    coordinator: str | None = None
+    """`host:port` of the process that coordinates (JAX's `jax.distributed` service)."""
+    role: str = "worker"
+    spec: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> bool:
+        """The process that writes the run directory and prints results."""
+        return self.role == "chief" or (
+            self.role == "worker" and self.process_id == 0 and "chief" not in self.spec
+        )
+
+    @property
+    def several(self) -> bool:
+        return self.num_processes > 1
+
+
 @dataclass
 class Weights:
     """A checkpoint's weights by layer path, whichever backend wrote it."""
@@ -138,6 +166,20 @@ class Backend(Protocol):
     """Its name in messages: `JAX`, `TensorFlow`."""
     places_ops: bool
     """Whether `model(..., placement=...)` runs each op on its planned device."""
+
+    def start(self, cluster: Cluster) -> None:
+        """Join the run's other processes (before the framework computes anything); a process
+        whose role only serves (a parameter server) serves here until the run ends."""
+        ...
+
+    def any_process(self, flag: bool) -> bool:
+        """Whether `flag` is set on any process of the run (all must call it, together):
+        how every process agrees to stop at the same step."""
+        ...
+
+    def barrier(self, name: str) -> None:
+        """Wait until every process of the run reaches the barrier `name`."""
+        ...
 
     def model(
         self,

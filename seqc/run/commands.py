@@ -12,6 +12,7 @@ import typer
 
 from seqc.run.calibrate import calibrate_cmd
 from seqc.run.console import err, out
+from seqc.run.launch import launch_cmd
 from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
 
@@ -181,49 +182,80 @@ def train_cmd(
     backend: BackendOpt = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
     prompt: Annotated[str, typer.Option(help="Prompt of the sample printed at the end.")] = "",
+    coordinator: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT of process 0, for a run of several processes."),
+    ] = None,
+    num_processes: Annotated[
+        int | None, typer.Option(help="Processes in the run (default: 1, or the cluster's).")
+    ] = None,
+    process_id: Annotated[int | None, typer.Option(help="This process's rank.")] = None,
 ) -> None:
-    """Train an experiment; prints dev perplexity before and after, and a decoded sample."""
+    """Train an experiment; prints dev perplexity before and after, and a decoded sample.
+
+    A run of several processes (`seqc launch`, or one `seqc train` per process with
+    --coordinator, --num-processes, --process-id, or a cluster's environment) trains one model:
+    process 0 owns the run directory and prints."""
+    from seqc.backends import registry
+    from seqc.run.cluster import cluster_from
     from seqc.run.interrupt import Interrupted
     from seqc.run.train import train
 
     _check_backend(backend)
+    cluster = cluster_from(coordinator, num_processes, process_id)
+    name = backend or _experiment_backend(spec, experiment, set_)
+    engine = registry.backend(name)
+    engine.start(cluster)  # before any computation; a parameter server serves here
+    if cluster.several and not cluster.primary:
+        engine.barrier("seqc-data")  # process 0 prepares the data's caches first
     session = _session(spec, experiment, set_, cache_dir)
-    backend = _backend(session, backend)
+    if cluster.several and cluster.primary:
+        engine.barrier("seqc-data")
+    say = err.print if cluster.primary else (lambda *a, **k: None)
+    shout = out.print if cluster.primary else (lambda *a, **k: None)
     run_dir = run_dir or Path("runs") / experiment
     params = sum(p.size for p in session.graph.params.values())
-    err.print(session.pipeline.summary())
-    err.print(f"model {session.resolved.config[session.task]['model'].kind}: {params:,} params")
-    err.print(f"backend: {backend}")
+    say(session.pipeline.summary())
+    say(f"model {session.resolved.config[session.task]['model'].kind}: {params:,} params")
+    say(f"backend: {name}" + (f", {cluster.num_processes} processes" if cluster.several else ""))
     try:
         result = train(
             session,
             run_dir,
             resume=resume,
             console=err,
-            progress=progress,
+            progress=progress and cluster.primary,
             eval_before=not resume,
-            backend=backend,
+            backend=name,
+            cluster=cluster,
         )
     except Interrupted as stop:
         again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
         for value in set_ or []:
             again += ["--set", value]
-        err.print(
+        say(
             f"{stop!s}: checkpoint {stop.step} written to {run_dir / 'checkpoints'}\n"
             f"resume with: {shlex.join([*again, '--resume'])}",
             soft_wrap=True,
         )
         raise typer.Exit(stop.exit_code) from None
     if result.dev_before:
-        out.print(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
+        shout(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
     if result.dev_after:
-        out.print(
-            f"dev perplexity after {result.steps} steps: {result.dev_after['perplexity']:.2f}"
-        )
-    gen = _from_session(session, result.model, result.state["params"])
-    sample = _sample_text(gen, prompt or None)
-    out.print(f"sample: {sample}")
-    out.print(f"run directory: {run_dir}")
+        shout(f"dev perplexity after {result.steps} steps: {result.dev_after['perplexity']:.2f}")
+    if cluster.primary:
+        gen = _from_session(session, result.model, result.state["params"])
+        shout(f"sample: {_sample_text(gen, prompt or None)}")
+    shout(f"run directory: {run_dir}")
+
+
+def _experiment_backend(spec: Path, experiment: str, set_: list[str] | None) -> str:
+    """The experiment's `backend`, read before its data (a run's processes must join before
+    any of them computes)."""
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+
+    return str(resolve(load_program(spec), experiment, set_ or []).config["backend"])
 
 
 def eval_cmd(
@@ -479,4 +511,5 @@ COMMANDS = {
     "export": export_cmd,
     "place": place_cmd,
     "calibrate": calibrate_cmd,
+    "launch": launch_cmd,
 }

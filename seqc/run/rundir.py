@@ -117,8 +117,10 @@ class RunDir:
     """A run directory. `check` validates without writing; the writes (`start`, `resumed`,
     `log`) happen under `lock`, which one run holds at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writer: bool = True) -> None:
         self.path = path
+        self.writer = writer
+        """False on the processes of a group other than the primary: they only read."""
         self.checkpoints = path / "checkpoints"
         self.metrics_path = path / "metrics.jsonl"
         self.spec_file = path / "spec"
@@ -133,7 +135,7 @@ class RunDir:
         process holds the directory's lock already)."""
         if self.path.exists() and not self.path.is_dir():
             raise unwritable(self.path, OSError(20, "Not a directory"))
-        if not locked:
+        if not locked and self.writer:
             self.lock().check()  # another run owning it says so first, whatever else is wrong
         if resume:
             if not self.has_checkpoints():
@@ -157,6 +159,8 @@ class RunDir:
 
     def start(self, program: Program, resolved: ResolvedExperiment, info: dict[str, Any]) -> None:
         """A new run: the frozen spec, the resolved experiment and the run's facts."""
+        if not self.writer:
+            return
         try:
             spec_dir = self.path / "spec"
             if spec_dir.exists():  # a run that stopped before its first checkpoint
@@ -180,6 +184,8 @@ class RunDir:
         settings it may change (`seqc.run.resume.ALLOWED`) to `resolved.json`, and the metrics
         past the checkpoint are dropped."""
         self.spec_file = self.path / "spec" / _root_spec(program, spec_tree(program)[1])
+        if not self.writer:
+            return
         try:
             self._write_resolved(resolved)
             run_json = self.path / "run.json"
@@ -205,6 +211,8 @@ class RunDir:
     def log(self, record: dict[str, Any]) -> None:
         """One line of metrics, written whole and flushed to the OS: a crash leaves at most a
         torn last line, which `truncate_metrics` drops."""
+        if not self.writer:
+            return
         try:
             with self.metrics_path.open("a") as f:
                 f.write(json.dumps(record, default=float) + "\n")

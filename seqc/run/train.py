@@ -14,8 +14,11 @@ ends the run at once, before a checkpoint could save the broken weights.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,7 @@ from rich.progress import (
 )
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, CheckpointStore, Model, fetch
+from seqc.backends.api import Backend, CheckpointStore, Cluster, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
@@ -73,15 +76,17 @@ def train(
     eval_before: bool = False,
     backend: str = "jax",
     model_options: dict[str, Any] | None = None,
+    cluster: Cluster | None = None,
 ) -> TrainResult:
     """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
     run directory and checkpoints schedule on every backend. A placement the spec asks for
     (`distribution.placement`) is planned and, on a backend that places ops, run."""
     console = console or Console(stderr=True)
+    cluster = cluster or Cluster()
     engine = registry.backend(backend)
     cfg = session.train_config
     rate = learning_rate(cfg, session.resolved.span("train.optimizer"))
-    run = RunDir(run_dir)
+    run = RunDir(run_dir, writer=cluster.primary)
     run.check(session.resolved, resume)
     if resume:
         _check_resumable(run.checkpoints, engine)
@@ -92,11 +97,14 @@ def train(
     model = engine.model(
         session.compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
     )
-    with run.lock():
+    # The primary process owns the directory for the whole group: only it writes there (the
+    # checkpoints aside, which every process writes together).
+    with run.lock() if cluster.primary else contextlib.nullcontext():
         run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
         checkpoints = engine.checkpoints(run.checkpoints)
         try:
             loop = _Loop(session, run, model, checkpoints, rate, console, eval_batches)
+            loop.agree = engine.any_process if cluster.several else None
             state, start = loop.start(resume, placement, backend, sharding)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
@@ -135,6 +143,9 @@ class _Loop:
         self.pending: list[tuple[int, Any]] = []
         self.window = (0.0, time.perf_counter())
         self.result: TrainResult | None = None
+        self.agree: Callable[[bool], bool] | None = None
+        """With several processes: whether any of them was asked to stop (all call it at each
+        step, so all stop at the same one and write one checkpoint together)."""
 
     # ---------------------------------------------------------------- start
     def start(
@@ -207,9 +218,12 @@ class _Loop:
                     self.console.print(f"step {done}: dev perplexity {dev['perplexity']:.2f}")
                 if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total:
                     self.save(done, state)
-                if stop.signum is not None and done < self.total:
+                asked = stop.signum is not None
+                if self.agree is not None:
+                    asked = self.agree(asked)
+                if asked and done < self.total:
                     self.save(done, state)
-                    raise Interrupted(done, stop.signum)
+                    raise Interrupted(done, stop.signum or signal.SIGTERM)
         return state
 
     def _eval_due(self, done: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.api import CheckpointStore, Model, Placement, StepFunctions, Weights
+from seqc.backends.api import CheckpointStore, Cluster, Model, Placement, StepFunctions, Weights
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
@@ -54,6 +54,39 @@ class JaxBackend:
             where = f"this run's {jax.process_count()} JAX process(es)"
             check_devices(sharding, jax.device_count(), where)
         return JaxModel(task, train, sharding)
+
+    def start(self, cluster: Cluster) -> None:
+        """`jax.distributed.initialize` for a run of several processes: with the launcher's or
+        the flags' coordinator, else from the cluster's environment (SLURM, Open MPI), as JAX
+        detects it. On CPU, collectives across processes go over gloo."""
+        if not cluster.several:
+            return
+        import jax
+
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if cluster.coordinator is not None:
+            jax.distributed.initialize(
+                cluster.coordinator, cluster.num_processes, cluster.process_id
+            )
+        else:
+            jax.distributed.initialize()
+
+    def any_process(self, flag: bool) -> bool:
+        import jax
+
+        if jax.process_count() == 1:
+            return flag
+        from jax.experimental import multihost_utils
+
+        return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+
+    def barrier(self, name: str) -> None:
+        import jax
+
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(name)
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         from seqc.backends.jax.checkpoint import Checkpoints

@@ -53,8 +53,10 @@ class Checkpoints:
     def save(self, step: int, state: dict[str, Any]) -> None:
         self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
         self.manager.wait_until_finished()
-        folder = self.directory / str(step)
-        checksums.write(folder / SUMS, folder, _files(folder))
+        if jax.process_index() == 0:  # one writer of the sums, as of the checkpoint's commit
+            folder = self.directory / str(step)
+            checksums.write(folder / SUMS, folder, _files(folder))
+        _barrier(f"seqc-saved-{step}")
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -86,20 +88,30 @@ class Checkpoints:
         """Move a damaged checkpoint out of the way: kept for inspection, and its step free
         for the resumed run to write again."""
         folder = self.directory / str(step)
-        target, n = folder.with_name(folder.name + ASIDE), 1
-        while target.exists():
-            target, n = folder.with_name(f"{folder.name}{ASIDE}.{n}"), n + 1
-        folder.rename(target)
+        if jax.process_index() == 0:
+            target, n = folder.with_name(folder.name + ASIDE), 1
+            while target.exists():
+                target, n = folder.with_name(f"{folder.name}{ASIDE}.{n}"), n + 1
+            folder.rename(target)
+        _barrier(f"seqc-aside-{step}")
         self.manager.reload()
 
     def close(self) -> None:
         self.manager.close()
 
 
+def _barrier(name: str) -> None:
+    """All processes of a multi-process run wait here (a no-op on one)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
 def read_weights(directory: Path, step: int | None = None) -> Weights:
     """The weights of checkpoint `step`, or of the newest readable one (read-only: damaged
     ones are passed over, not moved)."""
-    manager = ocp.CheckpointManager(directory)
+    manager = ocp.CheckpointManager(directory, item_handlers=ocp.StandardCheckpointHandler())
     try:
         steps = manager.all_steps() if step is None else [step]
         if step is not None and step not in manager.all_steps():
@@ -115,7 +127,13 @@ def read_weights(directory: Path, step: int | None = None) -> Weights:
 def _read(manager: ocp.CheckpointManager, directory: Path, step: int) -> tuple[int, Any]:
     _check(directory, step)
     try:
-        tree = manager.restore(step, args=ocp.args.StandardRestore())
+        # Onto this process's first device, whatever mesh the checkpoint was written from.
+        here = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        target = jax.tree.map(
+            lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=here),
+            manager.item_metadata(step),
+        )
+        tree = manager.restore(step, args=ocp.args.StandardRestore(target))
     except Exception as e:  # orbax raises many kinds; all mean the same to a user
         raise unreadable(directory / str(step), e, step) from e
     if not isinstance(tree, dict) or not isinstance(tree.get("params"), dict):

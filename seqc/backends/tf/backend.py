@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.api import CheckpointStore, Model, Placement, StepFunctions, Weights
+from seqc.backends.api import CheckpointStore, Cluster, Model, Placement, StepFunctions, Weights
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
@@ -56,6 +56,20 @@ class TfBackend:
         return TfModel(
             task, train, seed=int(train["seed"]), jit_compile=jit_compile, placement=named
         )
+
+    def start(self, cluster: Cluster) -> None:
+        if cluster.several:
+            raise DeviceError(
+                "the TensorFlow backend does not run several processes yet",
+                code="cannot-distribute",
+                hint="train with --backend jax",
+            )
+
+    def any_process(self, flag: bool) -> bool:
+        return flag
+
+    def barrier(self, name: str) -> None:
+        return None
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         from seqc.backends.tf.checkpoint import TfCheckpoints
