@@ -102,6 +102,9 @@ class Model(Protocol):
 
     backend: str
     task: CompiledTask
+    strategy: str
+    """How its steps use devices and processes, as `run.json` records it: `single`, `spmd`
+    (JAX over a mesh), `mirrored`, `multi_worker_mirrored`, `parameter_server` (TF)."""
 
     def init(self, seed: int) -> State:
         """A fresh state: params from `seqc.compiler.init` (the same on every backend)."""
@@ -166,6 +169,8 @@ class Backend(Protocol):
     """Its name in messages: `JAX`, `TensorFlow`."""
     places_ops: bool
     """Whether `model(..., placement=...)` runs each op on its planned device."""
+    trains_async: bool
+    """Whether it trains asynchronously with parameter servers (`distribution.sync = "async"`)."""
 
     def start(self, cluster: Cluster) -> None:
         """Join the run's other processes (before the framework computes anything); a process

@@ -90,6 +90,7 @@ def train(
     run.check(session.resolved, resume)
     if resume:
         _check_resumable(run.checkpoints, engine)
+    _check_strategy(session, engine, cluster)
     placement = _placement(session, engine, console)
     sharding = _sharding(session, placement)
     devices = None if placement is None else placement.devices
@@ -105,6 +106,7 @@ def train(
         try:
             loop = _Loop(session, run, model, checkpoints, rate, console, eval_batches)
             loop.agree = engine.any_process if cluster.several else None
+            loop.processes = cluster.num_processes
             state, start = loop.start(resume, placement, backend, sharding)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
@@ -143,6 +145,7 @@ class _Loop:
         self.pending: list[tuple[int, Any]] = []
         self.window = (0.0, time.perf_counter())
         self.result: TrainResult | None = None
+        self.processes = 1
         self.agree: Callable[[bool], bool] | None = None
         """With several processes: whether any of them was asked to stop (all call it at each
         step, so all stop at the same one and write one checkpoint together)."""
@@ -192,6 +195,12 @@ class _Loop:
             if placement is None
             else {"algorithm": placement.plan.algorithm, "devices": placement.used},
             "mesh": None if sharding is None else dict(sharding.mesh),
+            "topology": {
+                "backend": backend,
+                "processes": self.processes,
+                "mesh": None if sharding is None else dict(sharding.mesh),
+                "strategy": self.model.strategy,
+            },
         }
 
     # ---------------------------------------------------------------- steps
@@ -317,6 +326,39 @@ def _placement(session: Session, engine: Backend, console: Console) -> Placement
         )
     console.print(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
     return placed
+
+
+def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None:
+    """`distribution.sync` against the backend and the processes: asynchronous training runs on
+    TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async."""
+    resolved = session.resolved
+    span = resolved.span("distribution.sync")
+    asks_async = resolved.config["distribution"]["sync"] == "async"
+    servers = "ps" in cluster.spec
+    if asks_async and not engine.trains_async:
+        raise CheckError(
+            f'`sync = "async"` trains with parameter servers, which the {engine.title} backend '
+            "does not have",
+            span=span,
+            code="cannot-train-async",
+            hint='train with --backend tf, or set distribution.sync = "sync"',
+        )
+    if asks_async and not servers:
+        raise CheckError(
+            '`sync = "async"` needs parameter servers and workers, and this run has none',
+            span=span,
+            code="no-parameter-servers",
+            hint="start it with seqc launch -n 2 --ps 1 -- train ..., or on a cluster whose "
+            "TF_CONFIG names a chief, workers and ps",
+        )
+    if servers and not asks_async:
+        raise CheckError(
+            "this run's cluster has parameter servers, but the experiment trains synchronously",
+            span=span,
+            code="sync-with-parameter-servers",
+            hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
+            "without --ps",
+        )
 
 
 def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | None:

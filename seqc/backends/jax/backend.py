@@ -26,6 +26,7 @@ class JaxBackend:
     name = "jax"
     title = "JAX"
     places_ops = False
+    trains_async = False
 
     def __init__(self) -> None:
         self._compiled: dict[int, tuple[Graph, Any]] = {}

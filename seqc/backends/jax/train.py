@@ -45,6 +45,7 @@ class JaxModel:
         self.clip_norm = float(train.get("clip_norm", 0.0))
         self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
         self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
+        self.strategy = "single" if self.sharded is None else "spmd"
         if self.sharded is None:
             self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
             self._eval_step = jax.jit(self._eval_impl)

@@ -25,6 +25,7 @@ class TfBackend:
     name = "tf"
     title = "TensorFlow"
     places_ops = True
+    trains_async = True
 
     def __init__(self) -> None:
         self._compiled: dict[int, tuple[Graph, Any]] = {}

@@ -39,6 +39,7 @@ class TfModel:
     """
 
     backend = "tf"
+    strategy = "single"
 
     def __init__(
         self,
