@@ -186,6 +186,11 @@ class Backend(Protocol):
         """Wait until every process of the run reaches the barrier `name`."""
         ...
 
+    def collective_failure(self, error: BaseException) -> bool:
+        """Whether `error`, raised in a run of several processes, is the engine's report of a
+        collective that failed (another process died or cannot be reached)."""
+        ...
+
     def model(
         self,
         task: CompiledTask,

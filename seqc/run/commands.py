@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -231,6 +232,11 @@ def train_cmd(
         )
     except Interrupted as stop:
         again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
+        if cluster.several and "SEQC_NUM_PROCESSES" in os.environ:  # started by seqc launch
+            workers = len(cluster.spec.get("worker", [])) or cluster.num_processes
+            servers = len(cluster.spec.get("ps", []))
+            again[1:1] = ["launch", "-n", str(workers), *(["--ps", str(servers)] * bool(servers))]
+            again.insert(again.index("train"), "--")
         for value in set_ or []:
             again += ["--set", value]
         say(

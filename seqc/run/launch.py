@@ -100,12 +100,18 @@ def _pump(member: Member, stream: object, lock: threading.Lock) -> None:
             sys.stderr.flush()
 
 
-def run_group(command: list[str], n: int, ps: int = 0, grace: float = GRACE_S) -> int:
-    """Run the group; the exit code is the first failure's, else 0."""
+def run_group(
+    command: list[str], n: int, ps: int = 0, grace: float = GRACE_S, pin: bool = False
+) -> int:
+    """Run the group; the exit code is the first failure's, else 0. With `pin`, worker i runs
+    on core i (mod the cores this process may use)."""
     group = members(n, ps)
+    cores = sorted(os.sched_getaffinity(0))
+    signalled: list[int] = []
     lock = threading.Lock()
     pumps = []
     for m in group:
+        core = {cores[m.index % len(cores)]} if pin and m.role == "worker" else None
         m.proc = subprocess.Popen(
             [sys.executable, "-m", "seqc.cli", *command],
             env=os.environ | m.env,
@@ -114,12 +120,15 @@ def run_group(command: list[str], n: int, ps: int = 0, grace: float = GRACE_S) -
             text=True,
             bufsize=1,
             start_new_session=True,  # a terminal's Ctrl-C reaches them through us, once
+            preexec_fn=None if core is None else lambda core=core: os.sched_setaffinity(0, core),
         )
         t = threading.Thread(target=_pump, args=(m, m.proc.stdout, lock), daemon=True)
         t.start()
         pumps.append(t)
+    err.print("started " + ", ".join(f"{m.label} (pid {m.proc.pid})" for m in group if m.proc))
 
     def forward(signum: int, frame: object) -> None:
+        signalled.append(signum)
         for m in group:
             if m.proc is not None and m.proc.poll() is None:
                 m.proc.send_signal(signum)
@@ -133,8 +142,12 @@ def run_group(command: list[str], n: int, ps: int = 0, grace: float = GRACE_S) -
         _stop(group, grace)
         for t in pumps:
             t.join(timeout=5)
-    if failed is not None:
-        err.print(f"{failed.label} failed with exit code {code}; its last lines:")
+    if failed is not None and signalled:
+        name = signal.Signals(signalled[0]).name
+        err.print(f"stopped by {name}: every process was asked to checkpoint and stop")
+    elif failed is not None:
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"failed (exit {code})"
+        err.print(f"{failed.label} {how}; its last lines:")
         for line in failed.tail:
             err.print(f"  {line}")
     return code
@@ -188,6 +201,16 @@ def launch_cmd(
             "--ps", help="Parameter servers (TF asynchronous training; adds a chief process)."
         ),
     ] = 0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the others get to checkpoint and stop when one process fails, "
+            "before they are killed."
+        ),
+    ] = GRACE_S,
+    pin: Annotated[
+        bool, typer.Option(help="Pin worker i to CPU core i (one core per worker process).")
+    ] = False,
 ) -> None:
     """Run a seqc command as a group of local processes: `seqc launch -n 2 -- train FILE -e EXP`."""
     if not command:
@@ -196,8 +219,12 @@ def launch_cmd(
             code="missing-command",
             hint="seqc launch -n 2 -- train FILE -e EXP --run-dir D",
         )
-    if n < 1 or ps < 0:
-        raise UsageError("need at least one process", code="bad-cluster", found=f"-n {n}")
-    code = run_group(list(command), n, ps)
+    if n < 1 or ps < 0 or grace < 0:
+        raise UsageError(
+            "need at least one process, no negative servers or grace",
+            code="bad-cluster",
+            found=f"-n {n} --ps {ps} --grace {grace}",
+        )
+    code = run_group(list(command), n, ps, grace, pin)
     if code:
-        raise typer.Exit(code)
+        raise typer.Exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N

@@ -44,7 +44,7 @@ from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.rundir import RunDir
 from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.session import Session
-from seqc.spec.errors import CheckError, SeqcError, UsageError
+from seqc.spec.errors import CheckError, DeviceError, SeqcError, UsageError
 
 
 class LossNotFinite(SeqcError):
@@ -112,7 +112,7 @@ def train(
             loop.result = result
             if eval_before and loop.has_dev and start == 0:
                 result.dev_before = loop.evaluate(state, 0)
-            result.state = loop.train(state, start, progress)
+            result.state = _collective(engine, cluster, loop.train, state, start, progress)
             if loop.has_dev:
                 result.dev_after = loop.evaluate(result.state, result.steps)
         finally:
@@ -326,6 +326,23 @@ def _placement(session: Session, engine: Backend, console: Console) -> Placement
         )
     console.print(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
     return placed
+
+
+def _collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, with a collective that failed in a run of several processes (another one
+    died: the launcher or the cluster names which) said as such, with what to do."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        if not cluster.several or not engine.collective_failure(e):
+            raise
+        raise DeviceError(
+            f"process {cluster.process_id}: a collective with the run's other processes failed "
+            f"({str(e).splitlines()[0][:300]})",
+            code="process-lost",
+            hint="another process stopped or is unreachable; once the cause is fixed, resume "
+            "the whole group from the last checkpoint with --resume",
+        ) from None
 
 
 def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None:

@@ -22,6 +22,10 @@ from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError
 
 
+class CollectiveFailed(RuntimeError):
+    """A collective across processes (agreeing to stop, a barrier) that did not complete."""
+
+
 class JaxBackend:
     name = "jax"
     title = "JAX"
@@ -79,7 +83,10 @@ class JaxBackend:
             return flag
         from jax.experimental import multihost_utils
 
-        return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+        try:
+            return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+        except Exception as e:  # jax raises a ValueError here for a lost peer
+            raise CollectiveFailed(str(e)) from e
 
     def barrier(self, name: str) -> None:
         import jax
@@ -87,7 +94,16 @@ class JaxBackend:
         if jax.process_count() > 1:
             from jax.experimental import multihost_utils
 
-            multihost_utils.sync_global_devices(name)
+            try:
+                multihost_utils.sync_global_devices(name)
+            except Exception as e:
+                raise CollectiveFailed(str(e)) from e
+
+    def collective_failure(self, error: BaseException) -> bool:
+        import jax
+
+        failed = (CollectiveFailed, jax.errors.JaxRuntimeError)
+        return jax.process_count() > 1 and isinstance(error, failed)
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         from seqc.backends.jax.checkpoint import Checkpoints
