@@ -455,6 +455,7 @@ _NATIVE_NOISE = re.compile(
     rb"[IW]\d{4} \d+:\d+:\d+\.\d+ +\d+ [\w.+-]+:\d+\] "  # absl INFO/WARNING (oneDNN, XLA)
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|INFO: "  # LiteRT's own INFO lines ("Created TensorFlow Lite XNNPACK delegate")
+    rb"|\[Gloo\] Rank \d+ is connected to"  # gloo's note as JAX's CPU collectives connect
 )
 """Lines that native libraries write to the process's stderr whatever the environment says:
 TensorFlow logs oneDNN's notice while its library loads, before it reads TF_CPP_MIN_LOG_LEVEL,

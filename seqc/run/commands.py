@@ -232,6 +232,8 @@ def train_cmd(
         )
     except Interrupted as stop:
         again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
+        if backend:
+            again += ["--backend", backend]
         if cluster.several and "SEQC_NUM_PROCESSES" in os.environ:  # started by seqc launch
             workers = len(cluster.spec.get("worker", [])) or cluster.num_processes
             servers = len(cluster.spec.get("ps", []))

@@ -167,6 +167,10 @@ def _watch(group: list[Member], ps: int) -> tuple[int, Member | None]:
                 return code, m
             if ps and m.role == "worker":
                 lost.add(m.rank)
+                workers = sum(1 for w in group if w.role == "worker")
+                if len(lost) == workers:  # the chief would wait for them (TF: up to an hour)
+                    err.print("every worker has ended: the chief cannot go on")
+                    return code or 1, m
                 err.print(f"{m.label} ended (exit {code}); the chief goes on with the others")
             if ps and m.role == "chief":
                 return 0, None

@@ -336,9 +336,11 @@ def _collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args
     except Exception as e:
         if not cluster.several or not engine.collective_failure(e):
             raise
+        lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
+        cause = lines[0] if not lines[0].endswith(":") else lines[-1]  # TF: "...error:" first
         raise DeviceError(
             f"process {cluster.process_id}: a collective with the run's other processes failed "
-            f"({str(e).splitlines()[0][:300]})",
+            f"({cause[:300]})",
             code="process-lost",
             hint="another process stopped or is unreachable; once the cause is fixed, resume "
             "the whole group from the last checkpoint with --resume",
@@ -367,6 +369,15 @@ def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None
             code="no-parameter-servers",
             hint="start it with seqc launch -n 2 --ps 1 -- train ..., or on a cluster whose "
             "TF_CONFIG names a chief, workers and ps",
+        )
+    placement = resolved.config["distribution"]["placement"]
+    if asks_async and placement.kind != "single":
+        raise CheckError(
+            f"asynchronous training runs each step whole on a worker; it cannot place ops by "
+            f"`placement = {placement.kind}`",
+            span=resolved.span("distribution.placement"),
+            code="cannot-place",
+            hint="set distribution.placement = single",
         )
     if servers and not asks_async:
         raise CheckError(

@@ -2,7 +2,8 @@
 
 TF runs a placement plan: each op of the forward graph is pinned with `tf.device` to the plan's
 device (GPUs where the process has enough, else logical CPUs; `seqc.backends.tf.devices`), and
-TF moves tensors between them. TensorFlow loads on first use.
+TF moves tensors between them. A data-parallel mesh trains on a mirrored strategy, in one
+process or across worker processes (`seqc.backends.tf.mirrored`). TensorFlow loads on first use.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ class TfBackend:
 
     def __init__(self) -> None:
         self._compiled: dict[int, tuple[Graph, Any]] = {}
+        self._ps: Any = None
+        """The chief's link to the parameter servers of an asynchronous run (`ps.Link`)."""
+        self._workers: Any = None
+        """This worker's `MultiWorkerMirroredStrategy` in a synchronous run of several
+        processes (`multiworker.join`), and its collectives (`multiworker.Collectives`)."""
+        self._collectives: Any = None
+        self._cluster = Cluster()
 
     def model(
         self,
@@ -39,6 +47,14 @@ class TfBackend:
         sharding: ShardingPlan | None = None,
         jit_compile: bool = False,
     ) -> Model:
+        mesh = sharding is not None and not sharding.trivial
+        if self._ps is None and (self._workers is not None or mesh):
+            from seqc.backends.tf.mirrored import mirrored_model  # synchronous data parallel
+
+            processes = self._cluster.num_processes
+            return mirrored_model(
+                task, train, sharding, self._workers, processes=processes, jit_compile=jit_compile
+            )
         if sharding is not None and not sharding.trivial:
             raise DeviceError(
                 "the TensorFlow backend does not run a sharded mesh yet",
@@ -46,6 +62,10 @@ class TfBackend:
                 code="cannot-shard",
                 hint="train with --backend jax, or set distribution.mesh = {data: 1}",
             )
+        if self._ps is not None:
+            from seqc.backends.tf.ps_model import ps_model
+
+            return ps_model(task, train, self._ps, placed=bool(placement), jit_compile=jit_compile)
         named = None
         if placement:
             from seqc.backends.tf.devices import names
@@ -59,23 +79,40 @@ class TfBackend:
         )
 
     def start(self, cluster: Cluster) -> None:
-        if cluster.several:
-            raise DeviceError(
-                "the TensorFlow backend does not run several processes yet",
-                code="cannot-distribute",
-                hint="train with --backend jax",
-            )
+        if "ps" in cluster.spec:  # asynchronous: servers serve here for good, the chief connects
+            from seqc.backends.tf.ps import start
+
+            self._ps = start(cluster)
+            return
+        self._cluster = cluster
+        if cluster.several:  # synchronous: every process a worker of one mirrored model
+            from seqc.backends.tf.multiworker import Collectives, join
+
+            self._workers = join(cluster)
+            self._collectives = Collectives(self._workers)
 
     def any_process(self, flag: bool) -> bool:
-        return flag
+        return flag if self._collectives is None else self._collectives.any(flag)
 
     def barrier(self, name: str) -> None:
-        return None
+        if self._collectives is not None:
+            self._collectives.barrier(name)
+
+    def collective_failure(self, error: BaseException) -> bool:
+        import tensorflow as tf
+
+        lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+        return isinstance(error, (*lost, tf.errors.DeadlineExceededError))
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
+        if self._ps is not None:
+            from seqc.backends.tf.ps_model import PsCheckpoints
+
+            return PsCheckpoints(directory, keep, self._ps)
         from seqc.backends.tf.checkpoint import TfCheckpoints
 
-        return TfCheckpoints(directory, keep)
+        # In a multi-worker run every worker saves; the primary alone into `directory`.
+        return TfCheckpoints(directory, keep, writer=self._cluster.primary)
 
     def wrote(self, directory: Path) -> bool:
         """TF writes a `checkpoint` state file and `ckpt-N.index` files."""

@@ -5,11 +5,19 @@ on JAX. `tf.train.CheckpointManager` writes the data and index files first and t
 state file last, so a crash mid-write leaves the previous checkpoint as the latest one.
 Variables are tracked by layer path (`params/blocks.0.attn.q.w`), which is what lets
 `read_weights` read a TF checkpoint without building the model.
+
+Under `MultiWorkerMirroredStrategy` every worker must save (saving may read variables through
+collectives, which every worker joins), but one folder has one writer: TF's documented pattern
+is that the chief writes the real checkpoint and the others write theirs to a scratch folder
+they delete at once. `TfCheckpoints(..., writer=False)` is such another worker's store; it
+restores from the real folder like the writer.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +79,19 @@ class TfCheckpoints:
     """The `CheckpointStore` of the TF backend (save, latest, restore, close), with the same
     checksums and fallback to the newest good checkpoint as JAX's."""
 
-    def __init__(self, directory: Path, keep: int = 3) -> None:
+    def __init__(self, directory: Path, keep: int = 3, *, writer: bool = True) -> None:
         self.directory = directory.resolve()
         self.keep = keep
+        # False on a worker other than the chief of a multi-worker run: it saves into a scratch
+        # folder it deletes, and never moves or deletes a file of the real one.
+        self.writer = writer
         self.skipped: list[str] = []
         self._manager: tf.train.CheckpointManager | None = None
         self._bound: dict[str, Any] | None = None
+        # Another worker's newest checkpoint: the real folder's at the start, then the ones it
+        # saved or restored itself (the chief may already have written the next one, and the
+        # loop's `latest() != step` test must give the same answer on every worker).
+        self._last = None if writer else self._newest()
 
     def _for(self, state: dict[str, Any]) -> tf.train.CheckpointManager:
         if self._manager is None or self._bound is not state:
@@ -91,6 +106,14 @@ class TfCheckpoints:
         return self._manager
 
     def save(self, step: int, state: dict[str, Any]) -> None:
+        if not self.writer:
+            scratch = Path(tempfile.mkdtemp(prefix=f"seqc-{PREFIX}-{step}-"))
+            try:
+                _trackable(state).write(str(scratch / f"{PREFIX}-{step}"))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            self._last = step
+            return
         self._for(state).save(checkpoint_number=step)
         checksums.write(_sums(self.directory, step), self.directory, _files(self.directory, step))
         kept = set(steps(self.directory))
@@ -100,6 +123,9 @@ class TfCheckpoints:
                 stale.unlink()
 
     def latest(self) -> int | None:
+        return self._newest() if self.writer else self._last
+
+    def _newest(self) -> int | None:
         found = steps(self.directory)
         return found[-1] if found else None
 
@@ -108,8 +134,9 @@ class TfCheckpoints:
         `step`, or the newest readable one, setting damaged newer ones aside."""
         if step is not None:
             return self._restore(like, step)
+        aside = self._aside if self.writer else None  # the writer alone moves files
         state, self.skipped = newest_readable(
-            self.directory, steps(self.directory), lambda s: self._restore(like, s), self._aside
+            self.directory, steps(self.directory), lambda s: self._restore(like, s), aside
         )
         return state
 
@@ -121,8 +148,10 @@ class TfCheckpoints:
         try:
             status = _trackable(like).read(str(path))
             status.assert_existing_objects_matched()
+            status.expect_partial()  # the manager's own `save_counter` is not model state
         except Exception as e:  # TF raises NotFoundError, DataLossError, AssertionError, ...
             raise unreadable(path, e, step) from e
+        self._last = step
         return like
 
     def _aside(self, step: int) -> None:

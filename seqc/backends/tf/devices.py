@@ -5,7 +5,7 @@ interpreter's `Machine.device`) and inserts the transfers where an edge crosses 
 machine without enough GPUs, the host CPU is split into logical devices, which must happen
 before TF initialises its runtime: `names` does it when it can and says so when it is too late.
 A plan naming a device the process lacks is an error here, before tracing: TF would otherwise
-place the op silently elsewhere.
+place the op silently elsewhere. A data-parallel mesh (`replicas`) takes its devices the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import tensorflow as tf
 
 from seqc.spec.errors import DeviceError
+from seqc.spec.ir import Span
 
 
 def names(count: int) -> list[str]:
@@ -50,3 +51,23 @@ def check(devices: Iterable[str]) -> None:
                 hint="logical CPU devices must be set up before TensorFlow starts: place from a "
                 "fresh process (seqc train does), or plan for fewer devices",
             )
+
+
+def replicas(count: int, span: Span | None = None) -> list[str]:
+    """The devices of a `MirroredStrategy` over `count` replicas (as `names` picks them), each
+    checked to exist: logical CPUs are fixed once TF has computed anything, and a strategy over
+    devices that do not exist fails later with a message about neither the mesh nor the fix."""
+    wanted = names(count)
+    have = sorted(d.name for d in tf.config.list_logical_devices())  # `/device:CPU:0`, ...
+    if set(wanted) - set(have):
+        raise DeviceError(
+            f"the mesh needs {count} devices for its replicas, but this TensorFlow process has "
+            f"only {', '.join(have)}, and TensorFlow had started before its CPU could be split",
+            span=span,
+            code="mesh-devices",
+            expected=f"{count} devices",
+            found=str(len(have)),
+            hint="train from a fresh process (seqc train does), or set distribution.mesh to the "
+            "devices there are",
+        )
+    return wanted

@@ -36,6 +36,9 @@ class TfModel:
     reproducible (its masks differ from JAX's, another generator). `jit_compile` compiles the
     steps with XLA; `placement` (op id of the forward graph -> TF device name) pins each op with
     `tf.device`.
+
+    A step is two halves, `gradients` and `update`: a data-parallel model
+    (`seqc.backends.tf.mirrored`) runs the first on each replica and the second once.
     """
 
     backend = "tf"
@@ -119,22 +122,36 @@ class TfModel:
     # ---------------------------------------------------------------- steps
     def _train_impl(self, arrays: dict, lr: tf.Tensor) -> dict:
         rng = tf.random.experimental.stateless_fold_in(self.seed, self.step)
+        metrics, grads = self.gradients(arrays, rng)
+        norm = self.update(grads, lr)
+        return dict(metrics) | {"grad_norm": norm}
+
+    def gradients(
+        self, arrays: Mapping, rng: tf.Tensor, weight: tf.Tensor | None = None
+    ) -> tuple[dict, list[tf.Tensor]]:
+        """The criterion's outputs on these rows and the gradient of its loss (times `weight`:
+        a replica's share of a global batch) for each param, in `self.params` order."""
         names = list(self.params)
         with tf.GradientTape() as tape:
             logits = self.forward(arrays, rng, training=True)
             metrics = self.criterion(self.task.train_criterion, logits, arrays)
-        grads = tape.gradient(metrics["loss"], [self.params[n] for n in names])
+            loss = metrics["loss"] if weight is None else metrics["loss"] * weight
+        grads = tape.gradient(loss, [self.params[n] for n in names])
         grads = [
             tf.zeros_like(self.params[n]) if g is None else tf.convert_to_tensor(g)
             for n, g in zip(names, grads, strict=True)
         ]
+        return metrics, grads
+
+    def update(self, grads: list[tf.Tensor], lr: tf.Tensor) -> tf.Tensor:
+        """Clip by the global norm, step the optimizer and count the step; returns the norm."""
         norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(g)) for g in grads]))
         if self.clip_norm > 0.0:  # as optax.clip_by_global_norm, without a second norm pass
             scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
             grads = [g * tf.cast(scale, g.dtype) for g in grads]
-        self.opt.apply(dict(zip(names, grads, strict=True)), self.params, lr)
+        self.opt.apply(dict(zip(self.params, grads, strict=True)), self.params, lr)
         self.step.assign_add(1)
-        return dict(metrics) | {"grad_norm": norm}
+        return norm
 
     def _eval_impl(self, params: dict, arrays: dict) -> dict:
         logits = self.forward(arrays, None, training=False, params=params)

@@ -81,7 +81,8 @@ def lower_criterion(
         nonempty = b.binary(
             "greater", b.reduce("reduce_max", m, (-1,), keepdims=False), b.constant(0.0)
         )
-        count = b.reduce("reduce_sum", b.cast(nonempty, "float32"), every, keepdims=False)
+        rows = every[:-1]  # the sequences: every position axis but the last
+        count = b.reduce("reduce_sum", b.cast(nonempty, "float32"), rows, keepdims=False)
     else:
         count = tokens
     value = b.binary("div", total, b.binary("maximum", count, b.constant(1.0)))
