@@ -112,9 +112,12 @@ def run_group(
     pumps = []
     for m in group:
         core = {cores[m.index % len(cores)]} if pin and m.role == "worker" else None
+        # TF sizes its thread pools by the cores a process may use: one core gives one
+        # inter-op thread, on which a parameter-server worker's blocking receive deadlocks.
+        threads = {"TF_NUM_INTEROP_THREADS": "4"} if core is not None else {}
         m.proc = subprocess.Popen(
             [sys.executable, "-m", "seqc.cli", *command],
-            env=os.environ | m.env,
+            env=threads | os.environ | m.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
