@@ -195,16 +195,6 @@ def reference(folder: Path) -> list[float]:
     return _losses(folder / "one")
 
 
-def test_seqc_train_mirrors_a_data_mesh_over_logical_cpus(
-    folder: Path, reference: list[float]
-) -> None:
-    mirrored = _one(_train(folder, "mirrored", *MESH2, "--set", "train.steps=5"))
-    assert mirrored.returncode == 0, mirrored.stderr[-3000:]
-    assert _relative(_losses(folder / "mirrored"), reference[:5]) <= 1e-5
-    topology = json.loads((folder / "mirrored" / "run.json").read_text())["topology"]
-    assert (topology["processes"], topology["strategy"]) == (1, "mirrored")
-
-
 def test_two_workers_train_as_one_process_and_resume(folder: Path, reference: list[float]) -> None:
     """Two workers to step 10, then resumed by two workers to step 20: the losses of one
     process with the same global batch (8 rows, 4 a worker) all along."""
