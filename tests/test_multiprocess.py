@@ -17,11 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import children, no_strays  # noqa: F401 (an autouse fixture)
 from test_train import LM_SPEC, _corpus
 from typer.testing import CliRunner
 
@@ -73,19 +73,14 @@ def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """The launcher and its processes (each in its own session), whatever state they are in."""
-    for pid in [*_children(proc.pid), proc.pid]:
+    for pid in [*children(proc.pid), proc.pid]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=30)
 
 
-def _children(pid: int) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(x) for x in found.split()]
-
-
 def _rank(launcher: int, rank: int) -> int:
-    for pid in _children(launcher):
+    for pid in children(launcher):
         env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         if f"SEQC_PROCESS_ID={rank}".encode() in env:
             return pid
@@ -239,12 +234,3 @@ def test_a_process_finds_its_place_in_the_cluster() -> None:
 def test_launch_needs_a_command() -> None:
     result = CliRunner().invoke(app, ["launch", "-n", "2"])
     assert result.exit_code == 2 and "missing-command" in result.output
-
-
-@pytest.fixture(autouse=True)
-def _no_strays() -> Iterator[None]:
-    """No process a test started outlives it."""
-    before = set(_children(os.getpid()))
-    yield
-    stray = set(_children(os.getpid())) - before
-    assert not stray, f"processes left running: {sorted(stray)}"

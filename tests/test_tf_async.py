@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from processes import children
 from test_train import LM_SPEC, _corpus
 from typer.testing import CliRunner
 
@@ -59,11 +60,6 @@ def _records(run: Path, split: str) -> list[dict]:
     path = run / "metrics.jsonl"
     lines = path.read_text().splitlines() if path.exists() else []
     return [r for r in map(json.loads, lines) if r["split"] == split]
-
-
-def _children(pid: int) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(x) for x in found.split()]
 
 
 def _kill(pids: list[int]) -> None:
@@ -138,7 +134,7 @@ def test_launch_trains_async_and_its_checkpoint_evaluates(folder: Path) -> None:
     try:
         out, _ = proc.communicate(timeout=150)
     finally:  # whatever happened: the launcher's processes (each in its own session), then it
-        _kill([*_children(proc.pid), proc.pid])
+        _kill([*children(proc.pid), proc.pid])
         proc.wait(timeout=30)
     assert proc.returncode == 0, out[-3000:]
     pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", out)]

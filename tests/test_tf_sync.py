@@ -21,10 +21,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from processes import children, no_strays  # noqa: F401 (an autouse fixture)
 from test_train import LM_SPEC, _corpus
 from typer.testing import CliRunner
 
@@ -170,16 +170,11 @@ def _launch(args: list[str], n: int = 2, timeout: float = 240) -> tuple[int, str
     try:
         out, _ = proc.communicate(timeout=timeout)
     finally:
-        for pid in [*_children(proc.pid), proc.pid]:
+        for pid in [*children(proc.pid), proc.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=30)
     return proc.returncode, out
-
-
-def _children(pid: int) -> list[int]:
-    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(x) for x in found.split()]
 
 
 def _losses(run: Path) -> list[float]:
@@ -247,12 +242,3 @@ def test_params_split_over_a_mesh_are_an_error_on_tf(folder: Path, mesh: str) ->
     assert "--backend jax" in result.output
     assert f"split.seq:{line}:" in result.output  # at the mesh's line
     assert not (folder / "split").exists()
-
-
-@pytest.fixture(autouse=True)
-def _no_strays() -> Iterator[None]:
-    """No process a test started outlives it."""
-    before = set(_children(os.getpid()))
-    yield
-    stray = set(_children(os.getpid())) - before
-    assert not stray, f"processes left running: {sorted(stray)}"
