@@ -22,10 +22,6 @@ from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError
 
 
-class CollectiveFailed(RuntimeError):
-    """A collective across processes (agreeing to stop, a barrier) that did not complete."""
-
-
 class JaxBackend:
     name = "jax"
     title = "JAX"
@@ -83,24 +79,22 @@ class JaxBackend:
             return flag
         from jax.experimental import multihost_utils
 
+        from seqc.backends.jax.mesh import CollectiveFailed
+
         try:
             return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
         except Exception as e:  # jax raises a ValueError here for a lost peer
             raise CollectiveFailed(str(e)) from e
 
     def barrier(self, name: str) -> None:
-        import jax
+        from seqc.backends.jax.mesh import barrier
 
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            try:
-                multihost_utils.sync_global_devices(name)
-            except Exception as e:
-                raise CollectiveFailed(str(e)) from e
+        barrier(name)
 
     def collective_failure(self, error: BaseException) -> bool:
         import jax
+
+        from seqc.backends.jax.mesh import CollectiveFailed
 
         failed = (CollectiveFailed, jax.errors.JaxRuntimeError)
         return jax.process_count() > 1 and isinstance(error, failed)

@@ -19,6 +19,7 @@ import orbax.checkpoint as ocp
 
 from seqc.backends import checksums
 from seqc.backends.api import Weights
+from seqc.backends.jax.mesh import barrier
 from seqc.backends.weights import newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint
 
@@ -56,7 +57,7 @@ class Checkpoints:
         if jax.process_index() == 0:  # one writer of the sums, as of the checkpoint's commit
             folder = self.directory / str(step)
             checksums.write(folder / SUMS, folder, _files(folder))
-        _barrier(f"seqc-saved-{step}")
+        barrier(f"seqc-saved-{step}")
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -93,19 +94,11 @@ class Checkpoints:
             while target.exists():
                 target, n = folder.with_name(f"{folder.name}{ASIDE}.{n}"), n + 1
             folder.rename(target)
-        _barrier(f"seqc-aside-{step}")
+        barrier(f"seqc-aside-{step}")
         self.manager.reload()
 
     def close(self) -> None:
         self.manager.close()
-
-
-def _barrier(name: str) -> None:
-    """All processes of a multi-process run wait here (a no-op on one)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
 
 
 def read_weights(directory: Path, step: int | None = None) -> Weights:

@@ -96,3 +96,18 @@ def local(value: Any) -> Any:
     if isinstance(value, jax.Array) and not value.is_fully_addressable:
         return value.addressable_data(0)
     return value
+
+
+class CollectiveFailed(RuntimeError):
+    """A collective across processes (agreeing to stop, a barrier) that did not complete."""
+
+
+def barrier(name: str) -> None:
+    """Every process of a multi-process run waits here (a no-op on one)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        try:
+            multihost_utils.sync_global_devices(name)
+        except Exception as e:  # jax raises a ValueError for a lost peer
+            raise CollectiveFailed(str(e)) from e
