@@ -18,7 +18,7 @@ Efficiency = tokens/s of the group / (2 x tokens/s of one process). Rounds alter
 processes (this machine's load comes and goes); the median of the rounds is reported. Each
 process times `--steps` steps after `--warmup`, waiting for every step's loss.
 
-Run `python bench/scaling.py [--backends jax,tf] [--rounds 2]`. The last lines are `name: value`
+Run `python bench/scaling.py [--backends jax,tf] [--rounds 4]`. The last lines are `name: value`
 pairs: `tokens_per_s_1p_jax`, `tokens_per_s_2p_jax`, `dp2_efficiency_jax`, the same for tf, and
 `ps_async_efficiency` with `--async`. Target: dp2 efficiency at least 0.85.
 """
@@ -208,11 +208,11 @@ def measure_async(args: argparse.Namespace) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="jax,tf")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--batch", type=int, default=16, help="rows per process")
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--vocab", type=int, default=4000)
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--async", dest="run_async", action="store_true")

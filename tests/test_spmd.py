@@ -42,7 +42,8 @@ class Batch:
     arrays: dict
 
 spec = Path(tempfile.mkdtemp()) / "lm.seq"
-spec.write_text(SPEC.format())
+# dropout on: every split of the batch must draw the one device's masks
+spec.write_text(SPEC.format().replace("bias = false)", "bias = false, dropout = 0.1)"))
 rng = np.random.default_rng(0)
 data = []
 for _ in range(10):
@@ -56,6 +57,11 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
     train = dict(r.config["train"])
     model = JaxModel(task, train, plan_sharding(task.graph, r, "lm"))
     state, rate, losses = model.init(0), learning_rate(train), []
+    exchanges = None
+    if model.sharded is not None:  # all-reduces in the compiled step
+        arrays = model.sharded.put_batch(data[0].arrays)
+        hlo = model._train_step.lower(state, arrays, np.float32(0.1)).compile().as_text()
+        exchanges = hlo.count(" all-reduce(")
     for step, batch in enumerate(data):
         state, metrics = model.train_step(state, batch, rate(step))
         losses.append(float(metrics["loss"]))
@@ -63,7 +69,7 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
         name: list(state["params"][name].addressable_shards[0].data.shape)
         for name in ("blocks.0.attn.q.w", "blocks.0.mlp.w2.w", "embed.table")
     }
-    out[mesh] = {"losses": losses, "shards": shards}
+    out[mesh] = {"losses": losses, "shards": shards, "all_reduces": exchanges}
 print(json.dumps(out))
 """
 
@@ -83,6 +89,8 @@ def test_meshes_train_like_one_device_with_params_split() -> None:
         for a, b in zip(base, got["losses"], strict=True):
             assert abs(a - b) <= 1e-5 * abs(a), (mesh, base, got["losses"])
     assert out["{data: 8}"]["shards"]["blocks.0.attn.q.w"] == [16, 16]  # replicated
+    # data parallel sums every gradient in one exchange (`seqc.backends.jax.data_parallel`)
+    assert out["{data: 8}"]["all_reduces"] == 1
     assert out["{data: 2, model: 4}"]["shards"] == {
         "blocks.0.attn.q.w": [16, 4],  # columns on model
         "blocks.0.mlp.w2.w": [8, 16],  # rows on model

@@ -35,11 +35,11 @@ class Sharded:
             for name, p in plan.params.items()
         }
         self.tx = tx
-        self._batch_axes = tuple(a for a in BATCH_AXES if plan.mesh.get(a, 1) > 1) or None
+        self.batch_axes = tuple(a for a in BATCH_AXES if plan.mesh.get(a, 1) > 1) or None
 
     def batch(self, ndim: int) -> NamedSharding:
         """Rows split over the batch axes; the other dimensions whole."""
-        return NamedSharding(self.mesh, PartitionSpec(self._batch_axes, *([None] * (ndim - 1))))
+        return NamedSharding(self.mesh, PartitionSpec(self.batch_axes, *([None] * (ndim - 1))))
 
     def opt_state(self, opt_state: Any) -> Any:
         """The optimizer state's shardings: every param-shaped moment as its param, the rest

@@ -38,6 +38,10 @@ class Ctx(interpret.Ctx):
     rng: jax.Array | None = None
     compute_dtype: Any = jnp.float32
     counter: int = 0
+    rows: tuple[Any, int] | None = None
+    """(index, count) when this program computes one device's rows of a batch split `count`
+    ways (`seqc.backends.jax.data_parallel`): random masks are drawn for the whole batch and
+    this device keeps its rows, so they do not depend on how the batch is split."""
 
     def next_key(self) -> jax.Array:
         assert self.rng is not None, "dropout in training needs an rng"
@@ -219,7 +223,13 @@ def _dropout(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     shape = list(x.shape)
     for a in attrs["broadcast_axes"]:
         shape[a] = 1
-    keep = jax.random.bernoulli(ctx.next_key(), 1.0 - attrs["rate"], tuple(shape))
+    key, p = ctx.next_key(), 1.0 - attrs["rate"]
+    if ctx.rows is None or 0 in attrs["broadcast_axes"]:  # whole batch, or a mask for all rows
+        keep = jax.random.bernoulli(key, p, tuple(shape))
+    else:  # this device's rows of the whole batch's mask (axis 0 is the batch, row-major)
+        index, count = ctx.rows
+        whole = jax.random.bernoulli(key, p, (shape[0] * count, *shape[1:]))
+        keep = jax.lax.dynamic_slice_in_dim(whole, index * shape[0], shape[0], axis=0)
     return jnp.where(keep, x / (1.0 - attrs["rate"]), jnp.zeros((), x.dtype)).astype(x.dtype)
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from seqc.backends.jax import data_parallel
 from seqc.backends.jax.mesh import Sharded, local
 from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.backends.jax.optim import direction
@@ -46,6 +47,12 @@ class JaxModel:
         self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
         self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
         self.strategy = "single" if self.sharded is None else "spmd"
+        self._data_parallel = None
+        if self.sharded is not None and data_parallel.applies(self.sharded):
+            per_sequence = task.config["loss"].args.get("reduction") == "sequence"
+            self._data_parallel = data_parallel.gradients(
+                self.sharded, self._objective, task.labels[1], per_sequence
+            )
         if self.sharded is None:
             self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
             self._eval_step = jax.jit(self._eval_impl)
@@ -83,9 +90,14 @@ class JaxModel:
         }
 
     def forward(
-        self, params: dict, arrays: Mapping[str, Any], rng: jax.Array | None, training: bool
+        self,
+        params: dict,
+        arrays: Mapping[str, Any],
+        rng: jax.Array | None,
+        training: bool,
+        rows: tuple[Any, int] | None = None,
     ) -> jax.Array:
-        ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
+        ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype, rows=rows)
         return run_graph(self.graph, params, self.task.inputs(arrays), ctx)[0]
 
     def criterion(self, graph: Graph, logits: jax.Array, arrays: Mapping[str, Any]) -> dict:
@@ -94,15 +106,24 @@ class JaxModel:
         return named(outs)
 
     # ---------------------------------------------------------------- steps
-    def _objective(self, params: dict, arrays: dict, rng: jax.Array) -> tuple:
-        logits = self.forward(params, arrays, rng, training=True)
+    def _objective(
+        self, params: dict, arrays: dict, rng: jax.Array, rows: tuple[Any, int] | None = None
+    ) -> tuple:
+        logits = self.forward(params, arrays, rng, training=True, rows=rows)
         out = self.criterion(self.task.train_criterion, logits, arrays)
         return out["loss"], out
 
+    def _gradients(self, params: dict, arrays: dict, rng: jax.Array) -> tuple[dict, dict]:
+        """The criterion's outputs and the gradient of its loss on the (global) batch."""
+        if self._data_parallel is not None:
+            return self._data_parallel(params, arrays, rng)
+        grad_fn = jax.value_and_grad(self._objective, has_aux=True)
+        (_, metrics), grads = grad_fn(params, arrays, rng)
+        return metrics, grads
+
     def _train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
         rng, step_rng = jax.random.split(state["rng"])
-        grad_fn = jax.value_and_grad(self._objective, has_aux=True)
-        (_, metrics), grads = grad_fn(state["params"], arrays, step_rng)
+        metrics, grads = self._gradients(state["params"], arrays, step_rng)
         norm = optax.tree.norm(grads)
         if self.clip_norm > 0.0:  # as optax.clip_by_global_norm, without a second norm pass
             scale = self.clip_norm / jnp.maximum(norm, self.clip_norm)
