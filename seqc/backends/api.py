@@ -106,8 +106,10 @@ class Model(Protocol):
     """How its steps use devices and processes, as `run.json` records it: `single`, `spmd`
     (JAX over a mesh), `mirrored`, `multi_worker_mirrored`, `parameter_server` (TF)."""
 
-    def init(self, seed: int) -> State:
-        """A fresh state: params from `seqc.compiler.init` (the same on every backend)."""
+    def init(self, seed: int, given: Arrays | None = None) -> State:
+        """A fresh state: params from `seqc.compiler.init` (the same on every backend), except
+        those `given` (values known only from the data, such as a sampled loss's output bias,
+        `seqc.run.candidates`)."""
         ...
 
     def with_params(self, params: Arrays) -> State:

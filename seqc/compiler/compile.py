@@ -16,10 +16,19 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.lower import lower_model
 from seqc.compiler.lower.criterion import LABELS as LABEL_INPUT
 from seqc.compiler.lower.criterion import LOGITS, MASK, lower_criterion
+from seqc.compiler.lower.sampled import (
+    CANDIDATES,
+    CANDIDATES_LOG_E,
+    HIDDEN,
+    LABELS_LOG_E,
+    SAMPLED,
+    check_head,
+    lower_sampled,
+)
 from seqc.compiler.signature import LABELS, TaskKind, input_fields, task_kind
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
-from seqc.resolve.values import Symbol
+from seqc.resolve.values import CallValue, Symbol
 from seqc.spec.errors import UsageError
 
 
@@ -34,11 +43,24 @@ class CompiledTask:
     fields: dict[str, str]
     """Forward input name -> batch field (`ids` -> `inputs`)."""
     train_criterion: Graph
-    """logits, labels, mask -> loss, nll_sum, tokens."""
+    """logits, labels, mask -> loss, nll_sum, tokens. For a sampled loss, the output layer's
+    input instead of the logits, and the step's candidates (`seqc.compiler.lower.sampled`)."""
     eval_criterion: Graph
     """The same, and `correct` (token accuracy)."""
     config: Mapping[str, Any]
     """The task's resolved config: input, model, loss, metrics, decode."""
+    train_graph: Graph | None = None
+    """The forward graph a training step runs: `graph` itself, or for a sampled loss the graph
+    up to the output layer's input (the full logits are never built in training)."""
+
+    @property
+    def sampled(self) -> bool:
+        """True when the training criterion scores sampled candidates, not the full logits."""
+        return self.config["loss"].kind in SAMPLED
+
+    @property
+    def training_graph(self) -> Graph:
+        return self.train_graph if self.train_graph is not None else self.graph
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -52,7 +74,17 @@ class CompiledTask:
     def criterion_inputs(self, logits: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The criterion graph's inputs: these logits and the batch's labels and mask."""
         labels, mask = self.labels
-        return {LOGITS: logits, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
+        out = {LOGITS: logits, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
+        return out
+
+    def train_criterion_inputs(self, outputs: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
+        """The training criterion's inputs: what the training graph gave (logits, or the output
+        layer's input for a sampled loss), the labels and mask, and the step's candidates."""
+        if not self.sampled:
+            return self.criterion_inputs(outputs, arrays)
+        labels, mask = self.labels
+        out = {HIDDEN: outputs, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
+        return out | {k: arrays[k] for k in (CANDIDATES, CANDIDATES_LOG_E, LABELS_LOG_E)}
 
 
 def data_symbols(resolved: ResolvedExperiment, task: str) -> dict[str, Symbol]:
@@ -76,12 +108,28 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
     fields = input_fields(graph)
     logits = graph.ops[graph.outputs[0]].type
     span = resolved.span(f"{task}.loss")
+    loss = config["loss"]
+    if loss.kind in SAMPLED:
+        train = lower_sampled(loss, graph, span)
+        train_graph = graph.upto(check_head(graph, loss, span).hidden)
+        # evaluation scores with the full softmax: the likelihood, whatever trained the model
+        full = CallValue(
+            kind="cross_entropy",
+            namespace="loss",
+            args={"label_smoothing": 0.0, "reduction": "token"},
+        )
+        evaluation = lower_criterion(full, logits, accuracy=True, span=span)
+    else:
+        train = lower_criterion(loss, logits, accuracy=False, span=span)
+        evaluation = lower_criterion(loss, logits, accuracy=True, span=span)
+        train_graph = None
     return CompiledTask(
         name=task,
         kind=task_kind(fields),
         graph=graph,
         fields=fields,
-        train_criterion=lower_criterion(config["loss"], logits, accuracy=False, span=span),
-        eval_criterion=lower_criterion(config["loss"], logits, accuracy=True, span=span),
+        train_criterion=train,
+        eval_criterion=evaluation,
         config=config,
+        train_graph=train_graph,
     )

@@ -84,6 +84,25 @@ class Op:
     """Bytes of this op's output at those sizes (activation memory)."""
 
 
+@dataclass(frozen=True)
+class Head:
+    """A model's output layer (a `Softmax`), as a sampled criterion needs it: the value the layer
+    reads and its weights, so that a few candidate words are scored without the full
+    [tokens, vocab] logits (`seqc.compiler.lower.sampled`)."""
+
+    hidden: int
+    """The layer's input, [..., d]."""
+    logits: int
+    """The layer's output, [..., vocab]."""
+    weight: str
+    """The output matrix's param: the layer's own [d, vocab], or a tied [vocab, d] table."""
+    vocab_axis: int
+    """The axis of `weight` that runs over the vocabulary: 1 for [d, vocab], 0 for a table."""
+    bias: str | None
+    layer: str
+    span: ir.Span | None = None
+
+
 @dataclass
 class Graph:
     """A lowered model: named inputs, params by path, ops in topological order, outputs."""
@@ -93,6 +112,19 @@ class Graph:
     ops: list[Op] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
     subgraphs: dict[str, Graph] = field(default_factory=dict)
+    head: Head | None = None
+    """The last `Softmax` layer lowered into this graph, if any."""
+
+    def upto(self, vid: int) -> Graph:
+        """The graph that computes value `vid` and stops there: its ops up to `vid` (ops are in
+        topological order, so none after it is needed; ids are kept), every param."""
+        return Graph(
+            inputs={k: v for k, v in self.inputs.items() if v <= vid},
+            params=self.params,
+            ops=self.ops[: vid + 1],
+            outputs=[vid],
+            subgraphs=self.subgraphs,
+        )
 
     def op(self, vid: int) -> Op:
         return self.ops[vid]
@@ -290,13 +322,17 @@ class GraphBuilder:
             )
         return self._add("take_along", (x, ids), {}, TensorType(tx.dtype, ti.shape))
 
-    def gather(self, table: int, ids: int) -> int:
+    def gather(self, table: int, ids: int, axis: int = 0) -> int:
+        """Slices of `table` along `axis` by `ids` (numpy's `take`): rows of an embedding
+        table, or columns of a [d, vocab] output matrix. The op's `axis` attr is set only when
+        it is not 0, so graphs of row gathers stay as they were."""
         tt, ti = self.type(table), self.type(ids)
         if not ti.dtype.startswith("int"):
             raise self.error("token ids must be integers", expected="int32[...]", found=str(ti))
-        return self._add(
-            "gather", (table, ids), {}, TensorType(tt.dtype, (*ti.shape, *tt.shape[1:]))
-        )
+        axis %= tt.rank
+        shape = (*tt.shape[:axis], *ti.shape, *tt.shape[axis + 1 :])
+        attrs = {"axis": axis} if axis else {}
+        return self._add("gather", (table, ids), attrs, TensorType(tt.dtype, shape))
 
     def reshape(self, x: int, shape: Shape) -> int:
         return self._add("reshape", (x,), {"shape": shape}, TensorType(self.type(x).dtype, shape))

@@ -40,6 +40,7 @@ from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import DEFAULT_BATCH_SIZE, Bucket, BucketBatcher, make_buckets, pad
 from seqc.data.calls import kind_spec
 from seqc.data.errors import DataError
+from seqc.data.proposal import count_tokens
 from seqc.data.readers import BaseDirs, Example, has_target, read_examples, spec_bases
 from seqc.data.report import DropReport
 from seqc.data.tokenizers import Tokenizer, build_tokenizer
@@ -182,6 +183,14 @@ class InputPipeline:
     @property
     def target_vocab_size(self) -> int:
         return self.target_tokenizer.vocab_size
+
+    def target_counts(self, split: str = "train") -> np.ndarray:
+        """How often each target id occurs in a split (int64 [target vocab]): what a unigram
+        proposal of a sampled loss is made from (`seqc.data.proposal`). Counted from the
+        tokenised split in memory, once per call: one bincount, milliseconds for a corpus."""
+        data = self._split(split)
+        targets = data.third if data.third is not None else data.second
+        return count_tokens(targets, self.target_vocab_size)
 
     @property
     def sizes(self) -> dict[str, int]:

@@ -39,6 +39,7 @@ from seqc.backends.api import Backend, CheckpointStore, Cluster, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
+from seqc.run.candidates import candidates_for
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.rundir import RunDir
@@ -142,6 +143,12 @@ class _Loop:
         self.log_every = max(int(cfg["log_every"]), 1)
         self.eval_every, self.ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
         self.has_dev = "dev" in session.pipeline.splits
+        self.candidates = candidates_for(
+            session.compiled,
+            session.pipeline,
+            int(cfg["seed"]),
+            warn=lambda text: console.print(f"warning: {text}", soft_wrap=True),
+        )
         self.pending: list[tuple[int, Any]] = []
         self.window = (0.0, time.perf_counter())
         self.result: TrainResult | None = None
@@ -162,7 +169,8 @@ class _Loop:
         (damaged newer ones set aside, with a warning naming each)."""
         session, run = self.session, self.run
         seed = int(session.train_config["seed"])
-        state = self.model.init(seed)
+        given = {} if self.candidates is None else self.candidates.initial(session.compiled)
+        state = self.model.init(seed, given)
         if not resume:
             info = self._info(backend, seed, placement, sharding)
             run.start(session.program, session.resolved, info)
@@ -214,7 +222,10 @@ class _Loop:
         with bar, StopRequests(announce) as stop:
             job = bar.add_task("train", total=self.total, completed=start, loss=math.nan, tps=0.0)
             for step in range(start, self.total):
-                state, metrics = self.model.train_step(state, next(batches), self.rate(step))
+                batch = next(batches)
+                if self.candidates is not None:  # a sampled loss: the step's candidate words
+                    batch = self.candidates.attach(batch, step)
+                state, metrics = self.model.train_step(state, batch, self.rate(step))
                 done = step + 1
                 self.pending.append((done, metrics))
                 if done % self.log_every == 0 or done == self.total:

@@ -181,7 +181,7 @@ def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 @op("gather")
 def _gather(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     table, ids = xs
-    return jnp.take(table, ids, axis=0).astype(ctx.compute_dtype)
+    return jnp.take(table, ids, axis=attrs.get("axis", 0)).astype(ctx.compute_dtype)
 
 
 @op("reshape")

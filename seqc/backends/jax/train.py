@@ -64,8 +64,8 @@ class JaxModel:
             self._logits = jax.jit(self._logits_impl, out_shardings=rep)
 
     # ---------------------------------------------------------------- state
-    def init(self, seed: int) -> dict[str, Any]:
-        return self._state(init_params(self.graph, seed), seed)
+    def init(self, seed: int, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._state(init_params(self.graph, seed) | dict(given or {}), seed)
 
     def with_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         return self._state(params, 0)
@@ -98,19 +98,26 @@ class JaxModel:
         rows: tuple[Any, int] | None = None,
     ) -> jax.Array:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype, rows=rows)
-        return run_graph(self.graph, params, self.task.inputs(arrays), ctx)[0]
+        graph = self.task.training_graph if training else self.graph
+        return run_graph(graph, params, self.task.inputs(arrays), ctx)[0]
 
     def criterion(self, graph: Graph, logits: jax.Array, arrays: Mapping[str, Any]) -> dict:
         """The criterion graph's outputs by name (in float32 whatever the compute dtype)."""
         outs = run_graph(graph, {}, self.task.criterion_inputs(logits, arrays), Ctx())
         return named(outs)
 
+    def train_criterion(self, params: dict, outputs: jax.Array, arrays: Mapping[str, Any]) -> dict:
+        """The training criterion on the training graph's output (a sampled one reads the
+        output layer's params)."""
+        inputs = self.task.train_criterion_inputs(outputs, arrays)
+        return named(run_graph(self.task.train_criterion, params, inputs, Ctx()))
+
     # ---------------------------------------------------------------- steps
     def _objective(
         self, params: dict, arrays: dict, rng: jax.Array, rows: tuple[Any, int] | None = None
     ) -> tuple:
-        logits = self.forward(params, arrays, rng, training=True, rows=rows)
-        out = self.criterion(self.task.train_criterion, logits, arrays)
+        outputs = self.forward(params, arrays, rng, training=True, rows=rows)
+        out = self.train_criterion(params, outputs, arrays)
         return out["loss"], out
 
     def _gradients(self, params: dict, arrays: dict, rng: jax.Array) -> tuple[dict, dict]:

@@ -356,7 +356,7 @@ def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> str:
 
 @op("gather")
 def _gather(xs: list, attrs: dict, ctx: Ctx) -> str:
-    y = ctx.node("Gather", xs, axis=0)
+    y = ctx.node("Gather", xs, axis=attrs.get("axis", 0))
     if ctx.in_types[0].dtype != "float32":
         y = ctx.node("Cast", [y], to=DTYPES["float32"])
     return y

@@ -223,7 +223,7 @@ def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 @op("gather")
 def _gather(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     table, ids = xs
-    return tf.cast(tf.gather(table, ids, axis=0), ctx.compute_dtype)
+    return tf.cast(tf.gather(table, ids, axis=attrs.get("axis", 0)), ctx.compute_dtype)
 
 
 @op("reshape")

@@ -138,10 +138,9 @@ class PsModel(TfModel):
         values = [tf.convert_to_tensor(self.params[n]) for n in names]  # whole, if sharded
         with tf.GradientTape() as tape:
             tape.watch(values)
-            logits = self.forward(
-                arrays, rng, training=True, params=dict(zip(names, values, strict=True))
-            )
-            metrics = self.criterion(self.task.train_criterion, logits, arrays)
+            params = dict(zip(names, values, strict=True))
+            outputs = self.forward(arrays, rng, training=True, params=params)
+            metrics = self.train_criterion(outputs, arrays, params)
         grads = tape.gradient(
             metrics["loss"], values, unconnected_gradients=tf.UnconnectedGradients.ZERO
         )

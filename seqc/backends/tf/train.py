@@ -89,9 +89,9 @@ class TfModel:
         self.opt.reset()
         self.step.assign(0)
 
-    def init(self, seed: int) -> dict[str, Any]:
+    def init(self, seed: int, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The same initial values as `JaxModel.init(seed)` (`seqc.compiler.init`)."""
-        self.init_from(init_params(self.graph, seed))
+        self.init_from(init_params(self.graph, seed) | dict(given or {}))
         self.seed.assign([seed + 1, 0])
         return self.state
 
@@ -112,12 +112,22 @@ class TfModel:
     ) -> tf.Tensor:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
         params = self.params if params is None else params
-        return run_graph(self.graph, params, self.task.inputs(arrays), ctx, self.placement)[0]
+        graph = self.task.training_graph if training else self.graph
+        return run_graph(graph, params, self.task.inputs(arrays), ctx, self.placement)[0]
 
     def criterion(self, graph: Graph, logits: tf.Tensor, arrays: Mapping) -> dict:
         """The criterion graph's outputs by name (in float32 whatever the compute dtype)."""
         outs = run_graph(graph, {}, self.task.criterion_inputs(logits, arrays), Ctx())
         return named(outs)
+
+    def train_criterion(
+        self, outputs: tf.Tensor, arrays: Mapping, params: Mapping | None = None
+    ) -> dict:
+        """The training criterion on the training graph's output (a sampled one reads the
+        output layer's params)."""
+        params = self.params if params is None else params
+        inputs = self.task.train_criterion_inputs(outputs, arrays)
+        return named(run_graph(self.task.train_criterion, params, inputs, Ctx()))
 
     # ---------------------------------------------------------------- steps
     def _train_impl(self, arrays: dict, lr: tf.Tensor) -> dict:
@@ -133,8 +143,8 @@ class TfModel:
         a replica's share of a global batch) for each param, in `self.params` order."""
         names = list(self.params)
         with tf.GradientTape() as tape:
-            logits = self.forward(arrays, rng, training=True)
-            metrics = self.criterion(self.task.train_criterion, logits, arrays)
+            outputs = self.forward(arrays, rng, training=True)
+            metrics = self.train_criterion(outputs, arrays)
             loss = metrics["loss"] if weight is None else metrics["loss"] * weight
         grads = tape.gradient(loss, [self.params[n] for n in names])
         grads = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from seqc.compiler.graph import GraphBuilder, Init
+from seqc.compiler.graph import GraphBuilder, Head, Init
 from seqc.compiler.lower.call import LayerCall, activation, lowering
 from seqc.spec.errors import CheckError
 
@@ -77,11 +77,17 @@ def _softmax(b: GraphBuilder, c: LayerCall) -> int:
                 code="shape-mismatch",
             )
         w = b.transpose(b.shared_param(table), (1, 0))
+        weight, vocab_axis = table, 0
     else:
         w = b.param("w", (d, vocab), Init("glorot"))
+        weight, vocab_axis = b.graph.ops[w].attrs["name"], 1
     logits = b.matmul(x, w)
+    bias = None
     if c.args["bias"]:
-        logits = b.binary("add", logits, b.param("b", (vocab,), Init("zeros")))
+        bias_op = b.param("b", (vocab,), Init("zeros"))
+        logits = b.binary("add", logits, bias_op)
+        bias = b.graph.ops[bias_op].attrs["name"]
+    b.graph.head = Head(x, logits, weight, vocab_axis, bias, b.layer, c.span)
     return logits
 
 

@@ -11,6 +11,7 @@ Namespaces:
   avoid the full softmax for large vocabularies.
 - "metric": numbers reported on dev/test data.
 - "decode": how a trained sequence model generates output.
+- "proposal": the distribution a sampled loss draws candidate words from.
 
 A default that is itself a kind is written as a string naming the kind (e.g. a `train` block's
 optimizer defaults to "adam"); only kinds whose params all have defaults can be named that way.
@@ -59,11 +60,6 @@ COUNT: Final[Type] = INT.within(POSITIVE)
 NATURAL: Final[Type] = INT.within(NON_NEGATIVE)
 """A count where 0 means none (warmup steps, top_k), a step number or a seed: an int >= 0."""
 
-SAMPLERS: Final[tuple[str, ...]] = ("uniform", "unigram", "log_uniform")
-"""Proposal distributions over the vocabulary for sampled losses."""
-
-SAMPLER: Final[Type] = one_of(*SAMPLERS)
-
 REGISTRY.docs.update(
     {
         "optimizer": "Update rules for the `optimizer` field of a train block.",
@@ -71,6 +67,7 @@ REGISTRY.docs.update(
         "loss": "Training objectives for the `loss` field of a task.",
         "metric": "Evaluation numbers for the `metrics` list of a task.",
         "decode": "Generation strategies for the `decode` field of a task.",
+        "proposal": "Distributions that sampled losses draw their candidate words from.",
     }
 )
 
@@ -264,43 +261,71 @@ declare(
     positional=(),
 )
 
-_SAMPLES_DOC = "Number of negative classes sampled per batch."
-_SAMPLER_DOC = "Distribution the negatives are drawn from."
+_SAMPLES_DOC = (
+    "K: candidate words drawn per training step, with replacement, one set shared by the batch."
+)
+_PROPOSAL_DOC = "The distribution the candidates are drawn from (a `proposal` call)."
+_HITS_DOC = (
+    "Drop candidates equal to a position's target from its normaliser. Off by default: kept "
+    "hits make the criterion's optimum exact at every K (../shared/research/snis.md)."
+)
 
 declare(
     "loss",
     "sampled_softmax",
-    "Softmax cross-entropy over the target plus sampled negatives, corrected for the sampling "
-    "probabilities (Jean et al.); the full softmax is used at evaluation.",
+    "Importance-sampled softmax (Bengio & Senecal; Jean et al.): cross-entropy over the target "
+    "and K sampled candidates, each logit corrected by log(K Q); a full softmax at evaluation.",
     param("samples", COUNT, doc=_SAMPLES_DOC),
-    param("sampler", SAMPLER, "log_uniform", _SAMPLER_DOC),
-    param(
-        "remove_accidental_hits",
-        BOOL,
-        True,
-        "Mask sampled negatives that equal the target token.",
-    ),
+    param("proposal", kind("proposal"), "log_uniform", _PROPOSAL_DOC),
+    param("remove_accidental_hits", BOOL, False, _HITS_DOC),
     positional=("samples",),
 )
 
 declare(
     "loss",
     "nce",
-    "Noise-contrastive estimation: logistic regression of each target token against sampled "
-    "noise tokens; trains an unnormalised model.",
+    "Noise-contrastive estimation (Mnih & Teh): the target against K noise words by logistic "
+    "regression on s - log(K Q); its optimum exp(s) = p is self-normalised.",
     param("samples", COUNT, doc=_SAMPLES_DOC),
-    param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
+    param("proposal", kind("proposal"), "unigram", _PROPOSAL_DOC),
+    param("remove_accidental_hits", BOOL, False, _HITS_DOC),
     positional=("samples",),
 )
 
 declare(
     "loss",
     "snis",
-    "Self-normalised importance sampling: cross-entropy with the partition function estimated "
-    "from the target and sampled negatives.",
+    "Self-normalised importance sampling (Yang et al., 2022). Variant B: -s_target + "
+    "(1/K) sum exp(s)/Q - 1, an unbiased estimate of an upper bound of cross-entropy whose "
+    "optimum is exp(s) = p (no softmax needed to score). Variant A: the self-normalised "
+    "importance-sampling estimate of the gradient (the sampled softmax); full softmax to score.",
     param("samples", COUNT, doc=_SAMPLES_DOC),
-    param("sampler", SAMPLER, "unigram", _SAMPLER_DOC),
+    param("proposal", kind("proposal"), "unigram", _PROPOSAL_DOC),
+    param("variant", one_of("A", "B"), "B", "Which reading of SNIS (see the description)."),
+    param("remove_accidental_hits", BOOL, False, _HITS_DOC),
     positional=("samples",),
+)
+
+declare(
+    "proposal",
+    "uniform",
+    "Every word equally likely.",
+)
+
+declare(
+    "proposal",
+    "unigram",
+    "Word frequencies of the training data raised to `power` (0.75 is word2vec's smoothing), "
+    "counted once per tokenizer; a word never seen counts 1.",
+    param("power", FLOAT.within(NON_NEGATIVE), 0.75, "Exponent on the counts; 0 is uniform."),
+    positional=("power",),
+)
+
+declare(
+    "proposal",
+    "log_uniform",
+    "Zipf over ids: P(k) = log((k+2)/(k+1)) / log(V+1). A good proposal only where ids are "
+    "sorted by falling frequency (a run says so when they are not).",
 )
 
 # --- metrics -----------------------------------------------------------------------------------
