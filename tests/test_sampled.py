@@ -276,14 +276,14 @@ def test_sampled_softmax_gradient_converges_in_k() -> None:
     exact = jax.grad(lambda w: jnp.mean(jax.nn.logsumexp(w[0]) - w[0, y]))(s)
     log_q = jnp.full((vocab,), -np.log(vocab), jnp.float32)
     errors = []
-    for k, draws in ((8, 4000), (64, 2000), (512, 500)):
+    for k, draws in ((8, 2000), (64, 800), (512, 200)):
         value = free_logits(loss_call("sampled_softmax", samples=k), vocab)
         ids = jax.random.categorical(jax.random.PRNGKey(k), log_q, shape=(draws, k))
         grads = jax.jit(jax.vmap(jax.grad(lambda w, i, v=value: v(w, y, i, log_q)), (None, 0)))
         mean = grads(s, ids).mean(0)
         errors.append(float(jnp.linalg.norm(mean - exact) / jnp.linalg.norm(exact)))
     assert errors[0] > errors[1] > errors[2], errors
-    assert errors[2] < 0.12, errors
+    assert errors[2] < 0.12, errors  # measured 0.39 / 0.17 / 0.050
 
 
 def test_snis_b_gradient_is_unbiased() -> None:

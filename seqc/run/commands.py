@@ -251,6 +251,12 @@ def train_cmd(
         shout(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
     if result.dev_after:
         shout(f"dev perplexity after {result.steps} steps: {result.dev_after['perplexity']:.2f}")
+        if "raw_perplexity" in result.dev_after:  # NCE, SNIS B: scored without the softmax
+            after = result.dev_after
+            shout(
+                f"dev perplexity of the raw scores exp(s): {after['raw_perplexity']:.2f} "
+                f"(log Z {after['log_z_mean']:+.3f} +- {after['log_z_std']:.3f})"
+            )
     if cluster.primary:
         gen = _from_session(session, result.model, result.state["params"])
         shout(f"sample: {_sample_text(gen, prompt or None)}")

@@ -7,19 +7,36 @@ import math
 from typing import Any
 
 from seqc.backends.api import Model, fetch
+from seqc.compiler.lower.sampled import SAMPLED, variant
+
+NORMALIZATION = ("logz_sum", "logz_sq_sum", "raw_nll_sum")
 
 
 def evaluate(model: Model, params: Any, pipeline: Any, split: str, max_batches: int = 0) -> dict:
+    """The split's figures (`summarize`); with log Z's mean and spread, and for a model trained
+    to be self-normalised (NCE, SNIS B) the perplexity of its raw scores exp(s)."""
     sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0, "correct": 0.0}
+    sums |= dict.fromkeys(NORMALIZATION, 0.0)
     for i, batch in enumerate(pipeline.batches(split)):
         if max_batches and i >= max_batches:
             break
         out = fetch(model.eval_step(params, batch))
         sums["loss_sum"] += float(out["loss"]) * float(out["tokens"])
-        sums["nll_sum"] += float(out["nll_sum"])
-        sums["tokens"] += float(out["tokens"])
-        sums["correct"] += float(out["correct"])
-    return summarize(sums)
+        for key in ("nll_sum", "tokens", "correct", *NORMALIZATION):
+            sums[key] += float(out[key])
+    scores = summarize(sums)
+    tokens = max(sums["tokens"], 1.0)
+    mean = sums["logz_sum"] / tokens
+    scores["log_z_mean"] = mean
+    scores["log_z_std"] = math.sqrt(max(sums["logz_sq_sum"] / tokens - mean * mean, 0.0))
+    if self_normalized(model.task.config["loss"]):
+        scores["raw_perplexity"] = math.exp(min(sums["raw_nll_sum"] / tokens, 50.0))
+    return scores
+
+
+def self_normalized(loss: Any) -> bool:
+    """Whether a loss trains exp(s) to be the probability itself (NCE, SNIS B)."""
+    return variant(loss) in ("nce", "normalizing") if loss.kind in SAMPLED else False
 
 
 def summarize(sums: dict[str, float]) -> dict[str, Any]:

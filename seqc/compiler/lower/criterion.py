@@ -14,6 +14,10 @@ Outputs are sums over real tokens, not means, so batches of different sizes comb
 - `correct` (the evaluation criterion only): tokens whose argmax is the label. Training leaves
   it out: an argmax over the vocabulary is a slow reduction on XLA's CPU backend (5-10% of a
   small LM's step at vocab 4000), and the training loop never reads it.
+- `logz_sum`, `logz_sq_sum`, `raw_nll_sum` (evaluation only): log Z = logsumexp of the logits
+  per token, and its square, and -s_label, summed: how far a model is from self-normalised
+  (log Z = 0) and the perplexity its raw scores exp(s) give, which is what a model trained by
+  NCE or SNIS B is deployed with (`seqc.compiler.lower.sampled`).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ LOGITS, LABELS, MASK = "logits", "labels", "mask"
 """The criterion graph's inputs."""
 
 TRAIN_OUTPUTS = ("loss", "nll_sum", "tokens")
-EVAL_OUTPUTS = (*TRAIN_OUTPUTS, "correct")
+EVAL_OUTPUTS = (*TRAIN_OUTPUTS, "correct", "logz_sum", "logz_sq_sum", "raw_nll_sum")
 IMPLEMENTED = ("cross_entropy",)
 
 
@@ -91,5 +95,9 @@ def lower_criterion(
     if accuracy:
         hits = b.cast(b.binary("equal", b.argmax(z), labels), "float32")
         outputs.append(b.reduce("reduce_sum", b.binary("mul", hits, m), every, keepdims=False))
+        score = b.take_along(z32, labels)  # s_label; log Z = s_label - log p_label
+        log_z = b.binary("add", score, nll)
+        for v in (log_z, b.binary("mul", log_z, log_z), b.unary("neg", score)):
+            outputs.append(b.reduce("reduce_sum", b.binary("mul", v, m), every, keepdims=False))
     b.graph.outputs = outputs
     return b.graph
