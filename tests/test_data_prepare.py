@@ -203,4 +203,5 @@ def test_list_shows_what_is_prepared(tmp_path: Path) -> None:
     result = runner.invoke(data_app, ["list", "--cache-dir", str(tmp_path)])
     assert result.exit_code == 0
     assert "shakespeare:" in result.output and "bible-en-es:" in result.output
-    assert result.output.count("not prepared") == 1
+    assert "zipf:" in result.output
+    assert result.output.count("not prepared") == 2

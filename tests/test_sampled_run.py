@@ -1,6 +1,6 @@
-"""Sampled losses through a run: the spec's check, training on both backends, an exact resume
-(the candidates are a function of seed and step), the log-uniform order warning, and what
-`seqc eval` reports for a self-normalised model.
+"""Sampled losses through a run: training on both backends, an exact resume (the candidates are
+a function of seed and step), the log-uniform order warning, and what `seqc eval` reports for a
+self-normalised model. A model without a Softmax: `test_backend_errors.py`.
 """
 
 from __future__ import annotations
@@ -46,19 +46,6 @@ def test_candidates_ride_with_the_rows_and_repeat_for_a_step() -> None:
     assert not np.array_equal(a.arrays[CANDIDATES], c.arrays[CANDIDATES])
     np.testing.assert_allclose(a.arrays[CANDIDATES_LOG_E], np.log(5 / 7), rtol=1e-6)
     assert a.arrays[LABELS_LOG_E].shape == (3, 4)
-
-
-def test_a_model_without_a_softmax_is_an_error_at_the_loss(tmp_path: Path) -> None:
-    spec = spec_with(tmp_path, "nce(8)")
-    softmax, linear = "out = Softmax(vocab, d, tie = embed)", "out = Linear(d, vocab)"
-    text = spec.read_text().replace(softmax, linear)
-    spec.write_text(text)
-    run = ["--run-dir", str(tmp_path / "run"), "--cache-dir", str(tmp_path / "cache")]
-    result = runner.invoke(app, ["train", str(spec), "-e", "tiny", *run])
-    assert result.exit_code != 0
-    line = next(i for i, t in enumerate(text.splitlines(), 1) if "loss = nce" in t)
-    assert f"lm.seq:{line}:" in result.output and "needs-softmax" in result.output
-    assert "Traceback" not in result.output
 
 
 def _params(state: dict) -> list[np.ndarray]:
