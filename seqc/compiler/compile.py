@@ -74,17 +74,16 @@ class CompiledTask:
     def criterion_inputs(self, logits: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The criterion graph's inputs: these logits and the batch's labels and mask."""
         labels, mask = self.labels
-        out = {LOGITS: logits, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
-        return out
+        return {LOGITS: logits, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
 
     def train_criterion_inputs(self, outputs: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The training criterion's inputs: what the training graph gave (logits, or the output
         layer's input for a sampled loss), the labels and mask, and the step's candidates."""
+        inputs = self.criterion_inputs(outputs, arrays)
         if not self.sampled:
-            return self.criterion_inputs(outputs, arrays)
-        labels, mask = self.labels
-        out = {HIDDEN: outputs, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
-        return out | {k: arrays[k] for k in (CANDIDATES, CANDIDATES_LOG_E, LABELS_LOG_E)}
+            return inputs
+        inputs[HIDDEN] = inputs.pop(LOGITS)
+        return inputs | {k: arrays[k] for k in (CANDIDATES, CANDIDATES_LOG_E, LABELS_LOG_E)}
 
 
 def data_symbols(resolved: ResolvedExperiment, task: str) -> dict[str, Symbol]:
