@@ -22,7 +22,6 @@ from seqc.compiler.lower.sampled import (
     HIDDEN,
     LABELS_LOG_E,
     SAMPLED,
-    check_head,
     lower_sampled,
 )
 from seqc.compiler.signature import LABELS, TaskKind, input_fields, task_kind
@@ -109,8 +108,9 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
     span = resolved.span(f"{task}.loss")
     loss = config["loss"]
     if loss.kind in SAMPLED:
-        train = lower_sampled(loss, graph, span)
-        train_graph = graph.upto(check_head(graph, loss, span).hidden)
+        train = lower_sampled(loss, graph, span)  # checks the model ends in a Softmax
+        assert graph.head is not None
+        train_graph = graph.upto(graph.head.hidden)
         # evaluation scores with the full softmax: the likelihood, whatever trained the model
         full = CallValue(
             kind="cross_entropy",
