@@ -32,7 +32,9 @@ if str(ROOT) not in sys.path:
 
 SPEC = ROOT / "examples" / "lm" / "zipf.seq"
 CRITERIA = {"ce": "lm.zipf.ce", "sampled": "lm.zipf.sampled", "nce": "lm.zipf.nce",
-            "snis": "lm.zipf.snis"}  # fmt: skip
+            "snis": "lm.zipf.snis", "sampled_lazy": "lm.zipf.sampled.lazy",
+            "snis_lazy": "lm.zipf.snis.lazy"}  # fmt: skip
+"""Names for `--criteria`; `_lazy`: the same with `adam(lazy_rows = true)`."""
 
 
 def run(experiment: str, steps: int, log_every: int, folder: Path, eval_batches: int) -> dict:
@@ -87,6 +89,10 @@ def main() -> None:
         for n in names:
             if n != "ce":
                 print(f"{n}_speedup_v100k: {tps[n] / tps['ce']:.2f}")
+    for n in names:  # lazy rows against the dense Adam update, same criterion
+        base = n.removesuffix("_lazy")
+        if n.endswith("_lazy") and base in tps:
+            print(f"{n}_over_dense: {tps[n] / tps[base]:.2f}")
     if quality and "ce" in quality:
         base = quality["ce"]["perplexity"]
         for n in names:

@@ -184,6 +184,13 @@ def test_a_resume_with_other_settings_is_refused_before_any_write(
     assert "another --run-dir" in result.output and "delete" not in result.output
     assert "Event loop is closed" not in result.output
     assert {name: (run / name).read_bytes() for name in before} == before
+    # a run started by a seqc whose adam had no `lazy_rows` yet resumes (the default is the
+    # old behaviour), but not with the new param set otherwise
+    record = json.loads((run / "resolved.json").read_text())
+    del record["config"]["train"]["optimizer"]["args"]["lazy_rows"]
+    (run / "resolved.json").write_text(json.dumps(record))
+    newer = _train(spec, run, "train.steps=6", "train.optimizer.lazy_rows=true", resume=True)
+    assert newer.exit_code == 2 and "lazy_rows: (unset) when the run started, true" in newer.output
     again = _train(spec, run, "train.steps=6", resume=True)  # steps may change: extend a run
     assert again.exit_code == 0, again.output
     info = json.loads((run / "run.json").read_text())

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.resolve.values import to_json
+from seqc.resolve.values import CallValue, to_json
 from seqc.spec.errors import FileError, UsageError
+from seqc.spec.kinds import REGISTRY
 
 ALLOWED = (
     "train.steps",
@@ -53,9 +54,29 @@ def changes(stored: dict[str, Any], resolved: ResolvedExperiment) -> list[tuple[
     for path in sorted(set(then) | set(now)):
         if any(path == a or (a.endswith(".") and path.startswith(a)) for a in ALLOWED):
             continue
+        if path not in then and _added_default(resolved, path, now[path]):
+            continue
         if then.get(path) != now.get(path):
             out.append((path, then.get(path, "(unset)"), now.get(path, "(unset)")))
     return out
+
+
+def _added_default(resolved: ResolvedExperiment, path: str, value: str) -> bool:
+    """True when `path` is an arg of a call that this version of seqc gives a param the run's
+    version did not have, at its default: the run trains as it did (e.g. `adam`'s
+    `lazy_rows`, added after runs had started, is false unless asked for)."""
+    owner, _, name = path.rpartition(".")
+    try:
+        call = resolved.get(owner) if owner else None
+    except (KeyError, IndexError, ValueError, TypeError):
+        return False
+    if not isinstance(call, CallValue):
+        return False
+    kind = REGISTRY.get(call.namespace, call.kind)
+    spec = kind.param(name) if kind is not None else None
+    if spec is None or spec.required:
+        return False
+    return value == flatten(to_json({"v": spec.default}))["v"]
 
 
 def check_resume(run: Path, resolved: ResolvedExperiment) -> None:

@@ -39,6 +39,7 @@ from seqc.backends.api import Backend, CheckpointStore, Cluster, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
+from seqc.compiler.sparse_rows import lazy_tables
 from seqc.run.candidates import candidates_for
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
@@ -92,6 +93,7 @@ def train(
     if resume:
         _check_resumable(run.checkpoints, engine)
     _check_strategy(session, engine, cluster)
+    _check_lazy_rows(session, cluster, console)
     placement = _placement(session, engine, console)
     sharding = _sharding(session, placement)
     devices = None if placement is None else placement.devices
@@ -397,6 +399,42 @@ def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None
             code="sync-with-parameter-servers",
             hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
             "without --ps",
+        )
+
+
+def _check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:
+    """`adam(lazy_rows = true)` runs on one device of one process, one step per update; say
+    which params it updates by rows (`seqc.compiler.sparse_rows`)."""
+    resolved, cfg = session.resolved, session.train_config
+    compiled = session.compiled
+    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
+    if not (cfg["optimizer"].kind == "adam" and cfg["optimizer"].args.get("lazy_rows")):
+        return
+    span = resolved.span("train.optimizer") or resolved.span("train")
+    dist = resolved.config["distribution"]
+    why = None
+    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
+        why = "a mesh of devices or several processes (each would touch other rows)"
+    elif dist["placement"].kind != "single":
+        why = f"`placement = {dist['placement'].kind}` (ops placed on several devices)"
+    elif int(cfg.get("accumulate", 1)) > 1:
+        why = "gradient accumulation (train.accumulate > 1)"
+    if why is not None:
+        raise CheckError(
+            f"adam(lazy_rows = true) is implemented for one device and one update per step, "
+            f"not for {why}",
+            span=span,
+            code="not-implemented",
+            hint="set lazy_rows = false (the dense update), or train on one device",
+        )
+    if tables:
+        shown = ", ".join(f"{n} ({spec.gathers} gathers)" for n, spec in tables.items())
+        console.print(f"lazy rows: {shown} update only the rows each step gathers")
+    else:
+        console.print(
+            "warning: lazy_rows = true, but every param is read by more than gathers "
+            "(no embedding table or sampled output layer); all update densely",
+            soft_wrap=True,
         )
 
 

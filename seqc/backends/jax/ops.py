@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from seqc.backends import interpret
+from seqc.backends.jax.lazy_rows import LazyTable
 from seqc.backends.primitives import registrar
 from seqc.compiler.graph import Graph, Op
 
@@ -181,6 +182,8 @@ def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 @op("gather")
 def _gather(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     table, ids = xs
+    if isinstance(table, LazyTable):  # a row-sparse table under adam(lazy_rows = true)
+        return table.gather(ids, attrs.get("axis", 0)).astype(ctx.compute_dtype)
     return jnp.take(table, ids, axis=attrs.get("axis", 0)).astype(ctx.compute_dtype)
 
 
@@ -264,6 +267,8 @@ class JaxMachine(interpret.Machine):
     table = OPS
 
     def param(self, value: Any, op: Op, ctx: Ctx) -> Any:
+        if isinstance(value, LazyTable):
+            return value  # its gathers cast the rows they read
         return value.astype(ctx.compute_dtype) if value.dtype == jnp.float32 else value
 
     def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> jax.Array:

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from seqc.backends.jax import data_parallel
+from seqc.backends.jax import data_parallel, lazy_rows
 from seqc.backends.jax.mesh import Sharded, local
 from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.backends.jax.optim import direction
@@ -29,6 +29,8 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.sharding import ShardingPlan
+from seqc.compiler.sparse_rows import lazy_tables
+from seqc.spec.errors import CheckError
 
 
 class JaxModel:
@@ -42,10 +44,23 @@ class JaxModel:
         self.task = task
         self.graph = task.graph
         self.train_config = train
-        self.tx = direction(train)
+        self.lazy = lazy_tables([task.training_graph, task.train_criterion], train["optimizer"])
+        """Params updated by rows, `adam(lazy_rows = true)` (`seqc.backends.jax.lazy_rows`)."""
+        self.tx: Any = (
+            lazy_rows.LazyAdam(train["optimizer"].args, self.lazy)
+            if self.lazy
+            else direction(train)
+        )
         self.clip_norm = float(train.get("clip_norm", 0.0))
         self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
         self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
+        if self.lazy and self.sharded is not None:
+            raise CheckError(
+                "adam(lazy_rows = true) updates the rows one device gathered; it is not "
+                "implemented over a mesh of devices",
+                code="not-implemented",
+                hint="set lazy_rows = false, or train on one device",
+            )
         self.strategy = "single" if self.sharded is None else "spmd"
         self._data_parallel = None
         if self.sharded is not None and data_parallel.applies(self.sharded):
@@ -129,6 +144,8 @@ class JaxModel:
         return metrics, grads
 
     def _train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
+        if self.lazy:
+            return self._lazy_train_impl(state, arrays, lr)
         rng, step_rng = jax.random.split(state["rng"])
         metrics, grads = self._gradients(state["params"], arrays, step_rng)
         norm = optax.tree.norm(grads)
@@ -142,6 +159,23 @@ class JaxModel:
         )
         metrics = dict(metrics)
         metrics["grad_norm"] = norm
+        new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "rng": rng}
+        return new, metrics
+
+    def _lazy_train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
+        """The step of `adam(lazy_rows = true)`: the same loss and clipping, the gradient of
+        each row-sparse table as its gathered rows (`seqc.backends.jax.lazy_rows`)."""
+        rng, step_rng = jax.random.split(state["rng"])
+        metrics, dense, rows = lazy_rows.gradients(
+            self._objective, self.lazy, state["params"], arrays, step_rng
+        )
+        norm = jnp.sqrt(lazy_rows.norm_squared(dense, rows))
+        if self.clip_norm > 0.0:
+            scale = self.clip_norm / jnp.maximum(norm, self.clip_norm)
+            dense = {k: g * scale.astype(g.dtype) for k, g in dense.items()}
+            rows = {k: (ids, g * scale.astype(g.dtype)) for k, (ids, g) in rows.items()}
+        params, opt_state = self.tx.step(state["params"], state["opt_state"], dense, rows, lr)
+        metrics = dict(metrics) | {"grad_norm": norm}
         new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "rng": rng}
         return new, metrics
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from seqc.backends import interpret
 from seqc.backends.primitives import registrar
+from seqc.backends.tf.lazy_rows import LazyTable
 from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
@@ -223,6 +224,8 @@ def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 @op("gather")
 def _gather(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     table, ids = xs
+    if isinstance(table, LazyTable):  # a row-sparse table under adam(lazy_rows = true)
+        return tf.cast(table.gather(ids, attrs.get("axis", 0)), ctx.compute_dtype)
     return tf.cast(tf.gather(table, ids, axis=attrs.get("axis", 0)), ctx.compute_dtype)
 
 
@@ -316,6 +319,8 @@ class TfMachine(interpret.Machine):
         return tf.identity(x) if ctx.placed else x
 
     def param(self, value: Any, op: Op, ctx: Ctx) -> tf.Tensor:
+        if isinstance(value, LazyTable):
+            return value  # its gathers cast the rows they read
         p = tf.convert_to_tensor(value)
         return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
 

@@ -12,11 +12,13 @@ for this step (`seqc.run.schedule`), so schedules exist once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends.tf import lazy_rows
 from seqc.resolve.values import CallValue
 from seqc.spec.errors import CheckError
 
@@ -125,14 +127,26 @@ class Optimizer:
                 v.assign(tf.fill(v.shape, tf.constant(init if slot == "sum" else 0.0, v.dtype)))
 
     def apply(
-        self, grads: dict[str, tf.Tensor], params: dict[str, tf.Variable], lr: tf.Tensor
+        self,
+        grads: dict[str, tf.Tensor],
+        params: dict[str, tf.Variable],
+        lr: tf.Tensor,
+        rows: lazy_rows.Rows | None = None,
+        axes: Mapping[str, int] | None = None,
     ) -> None:
-        """One update at rate `lr` (optax.scale_by_learning_rate: params - lr * direction)."""
+        """One update at rate `lr` (optax.scale_by_learning_rate: params - lr * direction).
+
+        Under `adam(lazy_rows = true)`, `rows` holds the row-sparse params' gathered rows
+        (`seqc.backends.tf.lazy_rows`), updated along `axes[name]`; `grads` the others'."""
         assert self.count is not None
         a = self.args
         count_inc = self.count + 1  # optax's safe_increment, short of int32 overflow
         step_size = -lr
+        for name, (ids, g) in (rows or {}).items():
+            self._lazy_adam(name, params[name], ids, g, (axes or {})[name], count_inc, step_size)
         for name, p in params.items():
+            if rows and name in rows:
+                continue
             g = grads[name]
             if self.kind in ("adam", "sgd") and a["weight_decay"]:
                 g = g + float(a["weight_decay"]) * p  # optax.add_decayed_weights, before
@@ -151,16 +165,44 @@ class Optimizer:
 
     def _adam(self, name: str, g: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
         """optax.scale_by_adam (eps_root 0, no Nesterov)."""
-        b1, b2, eps = float(self.args["beta1"]), float(self.args["beta2"]), float(self.args["eps"])
         mu_v, nu_v = self.slots["mu"][name], self.slots["nu"][name]
-        mu = (1.0 - b1) * g + b1 * mu_v
-        nu = (1.0 - b2) * tf.square(g) + b2 * nu_v
+        u, mu, nu = self._adam_rule(g, mu_v, nu_v, count)
+        mu_v.assign(mu)
+        nu_v.assign(nu)
+        return u
+
+    def _adam_rule(self, g: tf.Tensor, mu: Any, nu: Any, count: tf.Tensor) -> tuple:
+        """Adam's direction and new moments, for whole params or for rows of them."""
+        b1, b2, eps = float(self.args["beta1"]), float(self.args["beta2"]), float(self.args["eps"])
+        mu = (1.0 - b1) * g + b1 * mu
+        nu = (1.0 - b2) * tf.square(g) + b2 * nu
         c = _f(count)
         mu_hat = mu / (1.0 - tf.pow(b1, c))
         nu_hat = nu / (1.0 - tf.pow(b2, c))
-        mu_v.assign(mu)
-        nu_v.assign(nu)
-        return mu_hat / (tf.sqrt(nu_hat) + eps)
+        return mu_hat / (tf.sqrt(nu_hat) + eps), mu, nu
+
+    def _lazy_adam(
+        self,
+        name: str,
+        p: tf.Variable,
+        ids: tf.Tensor,
+        g: tf.Tensor,
+        axis: int,
+        count: tf.Tensor,
+        step_size: tf.Tensor,
+    ) -> None:
+        """Adam on the rows `ids` of one param and its moments; other rows are left as they
+        are (TF's LazyAdam, `seqc.backends.jax.lazy_rows.LazyAdam` on JAX)."""
+        mu_v, nu_v = self.slots["mu"][name], self.slots["nu"][name]
+        rows = lazy_rows.take(p, ids, axis)
+        if self.args["weight_decay"]:
+            g = g + float(self.args["weight_decay"]) * rows
+        u, mu, nu = self._adam_rule(
+            g, lazy_rows.take(mu_v, ids, axis), lazy_rows.take(nu_v, ids, axis), count
+        )
+        lazy_rows.put(p, ids, axis, rows + tf.cast(step_size, u.dtype) * u)
+        lazy_rows.put(mu_v, ids, axis, mu)
+        lazy_rows.put(nu_v, ids, axis, nu)
 
     def _adafactor(self, name: str, g: tf.Tensor, p: tf.Tensor) -> tf.Tensor:
         """optax.adafactor as `seqc.backends.jax.optim` calls it: factored rms scaling (matrices

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends.tf import lazy_rows
 from seqc.backends.tf.ops import Ctx, run_graph
 from seqc.backends.tf.optim import optimizer
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
+from seqc.compiler.sparse_rows import lazy_tables
 
 
 class TfModel:
@@ -70,6 +72,8 @@ class TfModel:
             for name, p in graph.params.items()
         }
         self.opt = optimizer(dict(train))
+        self.lazy = lazy_tables([task.training_graph, task.train_criterion], train["optimizer"])
+        """Params updated by rows, `adam(lazy_rows = true)` (`seqc.backends.tf.lazy_rows`)."""
         self.opt.build(self.params)
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
@@ -132,6 +136,8 @@ class TfModel:
     # ---------------------------------------------------------------- steps
     def _train_impl(self, arrays: dict, lr: tf.Tensor) -> dict:
         rng = tf.random.experimental.stateless_fold_in(self.seed, self.step)
+        if self.lazy:
+            return self._lazy_step(arrays, rng, lr)
         metrics, grads = self.gradients(arrays, rng)
         norm = self.update(grads, lr)
         return dict(metrics) | {"grad_norm": norm}
@@ -162,6 +168,33 @@ class TfModel:
         self.opt.apply(dict(zip(self.params, grads, strict=True)), self.params, lr)
         self.step.assign_add(1)
         return norm
+
+    def _lazy_step(self, arrays: Mapping, rng: tf.Tensor, lr: tf.Tensor) -> dict:
+        """The step of `adam(lazy_rows = true)`: the same loss and clipping, the gradient of
+        each row-sparse table as its gathered rows (`seqc.backends.tf.lazy_rows`)."""
+        dense = [n for n in self.params if n not in self.lazy]
+        with tf.GradientTape() as tape:
+            params, gathers = lazy_rows.tables(self.params, self.lazy, tape)
+            outputs = self.forward(arrays, rng, training=True, params=params)
+            metrics = self.train_criterion(outputs, arrays, params)
+        deltas = [delta for _, _, delta in gathers.record]
+        grads = tape.gradient(metrics["loss"], [self.params[n] for n in dense] + deltas)
+        by_name = {
+            n: tf.zeros_like(self.params[n]) if g is None else tf.convert_to_tensor(g)
+            for n, g in zip(dense, grads[: len(dense)], strict=True)
+        }
+        rows = lazy_rows.rows(gathers, grads[len(dense) :], self.lazy)
+        squares = [tf.reduce_sum(tf.square(g)) for g in [*by_name.values()]]
+        squares += [tf.reduce_sum(tf.square(g)) for _, g in rows.values()]
+        norm = tf.sqrt(tf.add_n(squares))
+        if self.clip_norm > 0.0:
+            scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
+            by_name = {n: g * tf.cast(scale, g.dtype) for n, g in by_name.items()}
+            rows = {n: (ids, g * tf.cast(scale, g.dtype)) for n, (ids, g) in rows.items()}
+        axes = {n: spec.axis for n, spec in self.lazy.items()}
+        self.opt.apply(by_name, self.params, lr, rows, axes)
+        self.step.assign_add(1)
+        return dict(metrics) | {"grad_norm": norm}
 
     def _eval_impl(self, params: dict, arrays: dict) -> dict:
         logits = self.forward(arrays, None, training=False, params=params)

@@ -84,6 +84,13 @@ declare(
     param("beta2", DECAY, 0.999, "Decay rate of the running mean of squared gradients."),
     param("eps", EPS, 1e-8, "Added to the denominator for numerical stability."),
     param("weight_decay", RATE, 0.0, "L2 penalty added to the gradient (coupled, not AdamW)."),
+    param(
+        "lazy_rows",
+        BOOL,
+        False,
+        "Update only the rows of a table that the step gathered (an embedding, or a sampled "
+        "criterion's output matrix), as TF's LazyAdam: other rows keep their moments.",
+    ),
     positional=("lr",),
 )
 
