@@ -68,12 +68,15 @@ class StepProgram:
     caches: list[Cache] = field(default_factory=list)
     time_symbol: str = "T"
     batch_symbol: str = "B"
+    output: str = "logits"
+    """The step's first output: `logits` [B, 1, vocab], or a scoring graph's `score` [B, 1]
+    (`seqc.compiler.scoring`)."""
 
     @property
     def step_outputs(self) -> list[str]:
-        """`logits` and `next_<cache>` for each cache (an ONNX value has one name, so an
-        output cannot reuse its input's)."""
-        return ["logits", *(f"next_{c.name}" for c in self.caches)]
+        """The output (`logits`) and `next_<cache>` for each cache (an ONNX value has one
+        name, so an output cannot reuse its input's)."""
+        return [self.output, *(f"next_{c.name}" for c in self.caches)]
 
 
 @dataclass(frozen=True)
@@ -368,7 +371,9 @@ class _Rewriter:
         ids, st = self.value(op.inputs[1], op)
         if st_t.stepping:
             raise self._error(op, "a gather from a decoded table")
-        return self._emit("gather", (table, ids), {}, self._type(op, st), op), st
+        axis = int(op.attrs.get("axis", 0))  # the ids' axes land at `axis` of the result
+        new = st.map(lambda a: a + axis)
+        return self._emit("gather", (table, ids), dict(op.attrs), self._type(op, new), op), new
 
     def _transpose(self, op: Op) -> tuple[int, _Status]:
         x, st = self.value(op.inputs[0], op)
@@ -534,11 +539,14 @@ class _Rewriter:
         return self._emit("reshape", (y,), {"shape": t.shape}, t, op), st
 
 
-def incremental(graph: Graph, stepping: list[str]) -> StepProgram:
-    """The encoder and decoder-step graphs of `graph`, decoding along `stepping` inputs."""
+def incremental(graph: Graph, stepping: list[str], output: str = "logits") -> StepProgram:
+    """The encoder and decoder-step graphs of `graph`, decoding along `stepping` inputs; the
+    step's first output is named `output`."""
     if not stepping:
         raise CheckError("the model has no decoded input", code="not-incremental")
-    return _Rewriter(graph, stepping).run()
+    program = _Rewriter(graph, stepping).run()
+    program.output = output
+    return program
 
 
 def stepping_inputs(graph: Graph) -> list[str]:

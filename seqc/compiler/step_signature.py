@@ -30,11 +30,21 @@ class StepSignature:
     """Encoder output name (`enc0`, ...) -> its shape, to find its batch axis."""
     step_inputs: list[str]
     """Every input of the step function (a recurrent decoder has no `pos`)."""
+    output: str = "logits"
+    """The step's first output: `logits`, or `score` for a scoring program."""
+    score_input: str | None = None
+    """A scoring program's input of the token to score at `pos` ([B, 1] int32), fed from the
+    batch field `score_field` (the labels); None for a decoder."""
+    score_field: str | None = None
 
     @classmethod
-    def of(cls, program: StepProgram, fields: dict[str, str]) -> StepSignature:
-        """From a `StepProgram` and the model's forward input -> batch field table."""
+    def of(
+        cls, program: StepProgram, fields: dict[str, str], score_field: str | None = None
+    ) -> StepSignature:
+        """From a `StepProgram` and the model's forward input -> batch field table; a scoring
+        program's last stepping input is fed from `score_field`."""
         enc = program.encoder
+        scoring = score_field is not None
         return cls(
             token_input=program.stepping[0],
             caches={c.name: (list(c.type.shape), c.type.dtype) for c in program.caches},
@@ -47,6 +57,9 @@ class StepSignature:
                 )
             },
             step_inputs=list(program.step.inputs),
+            output=program.output,
+            score_input=program.stepping[-1] if scoring else None,
+            score_field=score_field,
         )
 
     def batch_axis(self, shape: list[Any]) -> int:
@@ -70,6 +83,9 @@ class StepSignature:
             "encoder_inputs": self.encoder_inputs,
             "encoder_outputs": self.encoder_outputs,
             "step_inputs": self.step_inputs,
+            "output": self.output,
+            "score_input": self.score_input,
+            "score_field": self.score_field,
         }
 
     @classmethod
@@ -81,4 +97,7 @@ class StepSignature:
             encoder_inputs=dict(data["encoder_inputs"]),
             encoder_outputs={k: list(v) for k, v in data["encoder_outputs"].items()},
             step_inputs=list(data["step_inputs"]),
+            output=str(data.get("output", "logits")),  # manifests from before scoring exports
+            score_input=data.get("score_input"),
+            score_field=data.get("score_field"),
         )

@@ -468,25 +468,37 @@ def export_cmd(
         int, typer.Option(help="Translate this many dev examples per artifact for BLEU.")
     ] = 20,
     batches: Annotated[int, typer.Option(help="Dev batches for parity and perplexity.")] = 2,
+    normalize: Annotated[
+        bool,
+        typer.Option(
+            help="--no-normalize: export the raw score of a given next token (one output row "
+            "per token) instead of the logits, for a self-normalised model (nce, snis B).",
+        ),
+    ] = True,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
 ) -> None:
     """Export trained weights (of either backend) as deployment artifacts: an encoder and a
-    decoder-step graph with explicit caches, checked against the trained model on dev data."""
-    from seqc.run.export import export_one, plan, prepare
+    decoder-step graph with explicit caches, checked against the trained model on dev data.
+    Without --format, the formats the experiment's `export { }` block lists (else ONNX)."""
+    from seqc.run.export import export_one, folder_name, from_spec, plan, prepare
 
-    formats = format_ or ["onnx"]
-    pairs = plan(formats, quantize or ["none"])
     session = _session(spec, experiment, set_, cache_dir)
+    if format_ or quantize or not normalize:
+        jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize)
+    else:
+        jobs = from_spec(session) or plan(["onnx"], ["none"])
     run_dir = run_dir or Path("runs") / experiment
     weights, params = _weights(session, checkpoint or run_dir)
     ctx = prepare(session, params, weights, batches, bleu)
     target = out_dir or run_dir / "export"
     rows = []
-    for fmt, q in pairs:
-        err.print(f"exporting {fmt} ({q}) ...")
-        rows.append(export_one(ctx, fmt, q, target / f"{fmt}-{q}"))
-    _export_table(rows, ctx.reference_quality)
+    for job in jobs:
+        fmt, q, norm = job
+        err.print(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}) ...")
+        rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm))
+    scoring = ctx._scoring.reference_quality if ctx._scoring is not None else {}
+    _export_table(rows, ctx.reference_quality | scoring)
 
 
 def _export_table(rows: list[Any], reference: dict[str, float]) -> None:

@@ -36,6 +36,8 @@ from seqc.backends import registry
 from seqc.backends.api import Backend, ExportJob, StepFunctions, Weights
 from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs
 from seqc.compiler.lower.criterion import named
+from seqc.compiler.lower.sampled import variant
+from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
 from seqc.resolve.values import CallValue
 from seqc.run.artifact import model_bytes, write_manifest
@@ -44,7 +46,7 @@ from seqc.run.evaluate import summarize
 from seqc.run.rundir import copy_spec_tree
 from seqc.run.stepdecode import StepDecoder, encoder_feeds, step_through, teacher_forced
 from seqc.run.translate import score_translations
-from seqc.spec.errors import ExportError, FileError, UsageError
+from seqc.spec.errors import CheckError, ExportError, FileError, UsageError
 
 PARITY_ATOL = 1e-4
 """Largest |logit difference| an fp32 artifact may show against the trained model."""
@@ -86,6 +88,10 @@ class Context:
     bleu_examples: int
     task_kind: str
     _calibration: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=dict)
+    scoring: bool = False
+    """True for the context of scoring exports (`normalize = false`): `program` is the
+    scoring graph's and `logits` hold the reference's raw scores of the next tokens [B, T]."""
+    _scoring: Context | None = None
 
     def calibration(self, which: str, limit: int = 64) -> list[dict[str, np.ndarray]]:
         """Up to `limit` real feeds of the `encoder` or the `step` graph, spread over the dev
@@ -101,8 +107,12 @@ class Context:
         return self._calibration[which]
 
 
-def plan(formats: list[str], quantize: list[str]) -> list[tuple[str, str]]:
-    """The (format, quantization) pairs to build; a pair a format has no mode for is an error."""
+Job = tuple[str, str, bool]
+"""(format, quantization, normalize) of one artifact."""
+
+
+def plan(formats: list[str], quantize: list[str], normalize: bool = True) -> list[Job]:
+    """The artifacts to build; a pair a format has no mode for is an error."""
     out = []
     for f in formats:
         modes = registry.artifact_format(registry.check_format(f)).quantize
@@ -114,8 +124,33 @@ def plan(formats: list[str], quantize: list[str]) -> list[tuple[str, str]]:
                     expected=", ".join(modes),
                     found=q,
                 )
-            out.append((f, q))
+            if not normalize and f not in SCORING_FORMATS:
+                raise UsageError(
+                    f"format `{f}` exports the logits only; --no-normalize is for "
+                    f"{' and '.join(SCORING_FORMATS)}",
+                    code="bad-normalize",
+                )
+            out.append((f, q, normalize))
     return out
+
+
+SCORING_FORMATS = ("onnx", "tflite")
+"""Formats that take `normalize = false` (a scoring artifact)."""
+
+
+def from_spec(session: Any) -> list[Job]:
+    """The artifacts the experiment's `export { ... }` block lists, each with its own
+    quantization and normalization; none when it lists none."""
+    out = []
+    for call in session.resolved.config["export"]["formats"]:
+        q = str(call.args.get("quantize", "none"))
+        out += plan([call.kind], [q], bool(call.args.get("normalize", True)))
+    return out
+
+
+def folder_name(job: Job) -> str:
+    fmt, q, normalize = job
+    return f"{fmt}-{q}" if normalize else f"{fmt}-{q}-score"
 
 
 def dev_batches(session: Any, n: int, rows: int = 8, length: int = 48) -> list[dict]:
@@ -136,7 +171,9 @@ def dev_batches(session: Any, n: int, rows: int = 8, length: int = 48) -> list[d
 
 def _quality(ctx: Context, logits: list[np.ndarray]) -> dict[str, float]:
     """Dev perplexity of these logits of the dev batches: the task's own evaluation criterion,
-    run on the reference backend."""
+    run on the reference backend (of a scoring context's raw scores: exp(s) as p)."""
+    if ctx.scoring:
+        return {"raw_perplexity": _raw_perplexity(ctx, logits)}
     compiled = ctx.session.compiled
     sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0, "correct": 0.0}
     for z, batch in zip(logits, ctx.batches, strict=True):
@@ -175,6 +212,57 @@ def prepare(
     return ctx
 
 
+SELF_NORMALISED = "nce, or snis with variant = \"B\""
+
+
+def scoring_context(ctx: Context) -> Context:
+    """The context of scoring exports: the scoring graph stepped like the forward, and the
+    reference's raw scores of each next token (its logits at the label) to match. Only a
+    model trained to be self-normalised may be deployed by its raw scores."""
+    if ctx._scoring is not None:
+        return ctx._scoring
+    session = ctx.session
+    compiled = session.compiled
+    loss = compiled.config["loss"]
+    if variant(loss) not in ("nce", "normalizing"):
+        raise CheckError(
+            f"normalize = false deploys the raw scores exp(s) as probabilities, which only a "
+            f"self-normalised model gives; this one was trained with `{loss.kind}`",
+            span=session.resolved.span(f"{session.task}.loss"),
+            code="not-self-normalised",
+            expected=SELF_NORMALISED,
+            found=loss.kind,
+            hint="export with normalize = true (the logits), or train with nce(...) or snis(...)",
+        )
+    graph = scoring_graph(session.graph)
+    program = incremental(graph, [*stepping_inputs(session.graph), SCORE_INPUT], SCORE_OUTPUT)
+    labels, _ = compiled.labels
+    sig = StepSignature.of(program, compiled.fields, score_field=labels)
+    scores = [
+        np.take_along_axis(np.asarray(z), np.asarray(b[labels])[..., None], -1)[..., 0]
+        for z, b in zip(ctx.logits, ctx.batches, strict=True)
+    ]
+    view = Context(
+        session, ctx.params, ctx.weights, ctx.reference, program, sig, ctx.batches, scores, {},
+        0, ctx.task_kind, scoring=True,
+    )  # fmt: skip
+    view.reference_quality = _quality(view, scores)
+    ctx._scoring = view
+    return view
+
+
+def _raw_perplexity(ctx: Context, scores: list[np.ndarray]) -> float:
+    """exp of the mean negative raw score of the real next tokens: the perplexity a
+    self-normalised model is deployed with (`raw_perplexity` in `seqc eval`)."""
+    _, mask = ctx.session.compiled.labels
+    total = tokens = 0.0
+    for s, batch in zip(scores, ctx.batches, strict=True):
+        m = np.asarray(batch[mask], bool)
+        total -= float(np.asarray(s, np.float64)[m].sum())
+        tokens += float(m.sum())
+    return float(np.exp(total / max(tokens, 1.0)))
+
+
 def _bleu(ctx: Context, decoder: Any) -> float:
     pipeline = ctx.session.pipeline
     split = "dev" if "dev" in pipeline.splits else "train"
@@ -187,6 +275,8 @@ def _latency_ms(fns: Any, sig: StepSignature, reps: int = 5) -> float:
     n = LATENCY_LENGTH
     ids = np.full((1, n), 5, np.int32)
     arrays = {"src": ids, "src_mask": np.ones((1, n), bool), "tgt_in": ids, "inputs": ids}
+    if sig.score_field is not None:
+        arrays[sig.score_field] = ids
     teacher_forced(fns, sig, arrays)  # warm up: first runs allocate and specialise
     times = []
     for _ in range(reps):
@@ -208,7 +298,11 @@ def _job(ctx: Context) -> ExportJob:
     )
 
 
-def export_one(ctx: Context, fmt: str, quantize: str, target: Path) -> Row:
+def export_one(ctx: Context, fmt: str, quantize: str, target: Path, normalize: bool = True) -> Row:
+    """Build, gate, measure and package one artifact into `target` (see the module doc);
+    `normalize = false` exports the scoring graph (`scoring_context`)."""
+    if not normalize:
+        ctx = scoring_context(ctx)
     if target.exists() and any(target.iterdir()):
         raise FileError(
             f"{target} already holds an export",
@@ -226,8 +320,9 @@ def export_one(ctx: Context, fmt: str, quantize: str, target: Path) -> Row:
         logits = [teacher_forced(fns, ctx.sig, b) for b in ctx.batches]
         parity = max(float(np.max(np.abs(a - b))) for a, b in zip(logits, ctx.logits, strict=True))
         if quantize == "none" and parity > PARITY_ATOL:
+            what = "scores" if ctx.scoring else "logits"
             raise ExportError(
-                f"the {fmt} artifact's logits differ from the trained model's by {parity:.3g} "
+                f"the {fmt} artifact's {what} differ from the trained model's by {parity:.3g} "
                 f"on dev batches (allowed {PARITY_ATOL}); nothing was written",
                 path=str(target),
                 code="parity-failed",
@@ -246,7 +341,8 @@ def export_one(ctx: Context, fmt: str, quantize: str, target: Path) -> Row:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    return Row(fmt, quantize, target, size, latency, quality, parity, extra)
+    shown = f"{fmt} score" if ctx.scoring else fmt
+    return Row(shown, quantize, target, size, latency, quality, parity, extra)
 
 
 def _artifact_decoder(ctx: Context, fns: StepFunctions) -> StepDecoder:
@@ -289,6 +385,7 @@ def _package(
             for name, vid in ctx.program.step.inputs.items()
         },
         "outputs": list(ctx.program.step_outputs),
+        "scoring": _scoring_entry(ctx),
         "parity_max_abs_err": parity,
         "quality": quality,
         "reference_quality": ctx.reference_quality,
@@ -296,6 +393,24 @@ def _package(
         **extra,
     }
     return manifest
+
+
+def _scoring_entry(ctx: Context) -> dict[str, Any]:
+    """What the artifact's first output means, for whoever deploys it."""
+    if not ctx.scoring:
+        return {
+            "normalize": True,
+            "output": ctx.program.output,
+            "means": "logits over the vocabulary at each step; log p = log_softmax(logits)",
+        }
+    return {
+        "normalize": False,
+        "input": ctx.sig.score_input,
+        "output": ctx.program.output,
+        "means": "the raw score s of the token fed as `input` at each step; the model was "
+        "trained self-normalised, so log p is taken as s (no softmax over the vocabulary)",
+        "loss": ctx.session.compiled.config["loss"].kind,
+    }
 
 
 def _props(folder: Path, manifest: dict[str, Any]) -> dict[str, str]:

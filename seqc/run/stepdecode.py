@@ -21,6 +21,7 @@ from seqc.compiler.signature import buffer_length
 from seqc.compiler.step_signature import StepSignature
 from seqc.resolve.values import CallValue
 from seqc.run.decode import Hypothesis, _sample, beam_step, best, log_softmax64
+from seqc.spec.errors import UsageError
 
 
 def encoder_feeds(sig: StepSignature, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -32,14 +33,18 @@ def step_through(
     fns: StepFunctions, sig: StepSignature, arrays: Mapping[str, np.ndarray]
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
     """A batch fed one position at a time through the step function, the known tokens as
-    inputs (teacher forcing): each step's feeds and its logits [B, 1, V]."""
+    inputs (teacher forcing): each step's feeds and its logits [B, 1, V] (a scoring program:
+    the score [B, 1] of the batch's next token, its label, fed as `sig.score_input`)."""
     field = "tgt_in" if sig.encoder_inputs else "inputs"
     tokens = np.asarray(arrays[field], np.int32)
     memory = fns.encode(encoder_feeds(sig, arrays))
     rows, length = tokens.shape
     caches = sig.zero_caches(rows, length)
+    scored = None if sig.score_field is None else np.asarray(arrays[sig.score_field], np.int32)
     for pos in range(length):
         feeds = {sig.token_input: tokens[:, pos : pos + 1], POS: np.asarray(pos, np.int32)}
+        if scored is not None and sig.score_input is not None:
+            feeds[sig.score_input] = scored[:, pos : pos + 1]
         feeds |= {**memory, **caches}
         feeds = {k: feeds[k] for k in sig.step_inputs}
         logits, caches = fns.step(feeds)
@@ -60,6 +65,13 @@ class StepDecoder:
     def __init__(
         self, fns: StepFunctions, sig: StepSignature, bos: int, eos: int, pad: int
     ) -> None:
+        if sig.score_input is not None:
+            raise UsageError(
+                "this artifact scores given tokens (exported with normalize = false); it has "
+                "no logits over the vocabulary to decode from",
+                code="scoring-artifact",
+                hint="decode with an artifact exported with normalize = true",
+            )
         self.fns, self.sig = fns, sig
         self.bos, self.eos, self.pad = bos, eos, pad
 

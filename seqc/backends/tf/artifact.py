@@ -31,6 +31,7 @@ class SavedModelSteps:
         path = folder / "saved_model"
         self.has_encoder = bool(sig.encoder_inputs)
         self.caches = list(sig.caches)
+        self.output = sig.output
         try:
             self.model = tf.saved_model.load(str(path))
             for key in ("encode", "step") if self.has_encoder else ("step",):
@@ -48,7 +49,7 @@ class SavedModelSteps:
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         out = self._call("step", feeds)
-        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+        return out[self.output], {c: out[f"next_{c}"] for c in self.caches}
 
 
 class SavedModelFormat:

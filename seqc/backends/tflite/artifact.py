@@ -25,13 +25,14 @@ class TfliteSteps:
         keys = ("encode", "step") if self.has_encoder else ("step",)
         self.runner = load_runner(folder / "model.tflite", keys)
         self.caches = list(sig.caches)
+        self.output = sig.output
 
     def encode(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.runner.run(dict(feeds), signature="encode") if self.has_encoder else {}
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         out = self.runner.run(dict(feeds), signature="step")
-        return out["logits"], {c: out[f"next_{c}"] for c in self.caches}
+        return out[self.output], {c: out[f"next_{c}"] for c in self.caches}
 
 
 class TfliteFormat:

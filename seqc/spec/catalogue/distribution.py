@@ -21,6 +21,7 @@ from typing import Final
 
 from seqc.spec.kinds import REGISTRY, declare, param
 from seqc.spec.types import (
+    BOOL,
     FLOAT,
     INT,
     NON_NEGATIVE,
@@ -153,6 +154,14 @@ declare(
     "ONNX graph of the inference model, for ONNX Runtime and similar servers.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
     param("opset", INT, 17, "ONNX operator set version to target.", range=POSITIVE),
+    param(
+        "normalize",
+        BOOL,
+        True,
+        "False exports the raw score of a given next token instead of the logits over the "
+        "vocabulary: one row of the output layer per token, for self-normalised models (nce, "
+        "snis variant B).",
+    ),
     positional=(),
 )
 
@@ -161,6 +170,14 @@ declare(
     "tflite",
     "TensorFlow Lite flatbuffer of the inference model, for mobile and embedded targets.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
+    param(
+        "normalize",
+        BOOL,
+        True,
+        "False exports the raw score of a given next token instead of the logits over the "
+        "vocabulary: one row of the output layer per token, for self-normalised models (nce, "
+        "snis variant B).",
+    ),
     positional=(),
 )
 

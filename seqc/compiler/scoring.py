@@ -1,0 +1,61 @@
+"""The scoring graph: a model's raw score of one given next token, without the softmax.
+
+Why: a model trained to be self-normalised (`nce`, `snis` variant B: exp(s) = p at the
+optimum, README "Large vocabularies") is deployed by reading log p(y | h) ≈ s_y straight off
+the output layer. Scoring a hypothesis (rescoring an ASR lattice, ranking candidate sentences)
+then costs one row of the output matrix per token instead of all V. `export { onnx(normalize =
+false) }` exports this graph, stepped like the forward (`seqc.compiler.incremental`).
+
+The graph is the forward up to the output `Softmax` layer's input h, plus an input `next`
+(the token to score, one per position) and s = h · w_next + b_next: the same row-wise score the
+sampled criteria train (`seqc.compiler.lower.sampled`), from the same params.
+"""
+
+from __future__ import annotations
+
+from seqc.compiler.graph import Graph, GraphBuilder, TensorType
+from seqc.spec.errors import CheckError
+
+SCORE_INPUT = "next"
+"""The scoring graph's input: the id of the token scored at each position ([B, T] int32)."""
+
+SCORE_OUTPUT = "score"
+"""Its output: the raw score s of that token ([B, T] float32), log p for a self-normalised
+model."""
+
+
+def scoring_graph(graph: Graph) -> Graph:
+    """`graph` up to its output layer's input, scoring the token `next` at each position."""
+    head = graph.head
+    if head is None:
+        raise CheckError(
+            "scoring without the softmax reads the output layer's weights, so the model must "
+            "end in a Softmax layer",
+            code="needs-softmax",
+            hint="end the forward with `return out(h)` where `out = Softmax(vocab, d)`, or "
+            "export with normalize = true",
+        )
+    base = graph.upto(head.hidden)
+    b = GraphBuilder()
+    b.graph = Graph(
+        inputs=dict(base.inputs),
+        params=dict(graph.params),
+        ops=list(base.ops),
+        subgraphs=dict(graph.subgraphs),
+    )
+    b.layer, b.span = head.layer, head.span
+    hidden_t = graph.ops[head.hidden].type
+    positions = hidden_t.shape[:-1]
+    h = b.cast(head.hidden, "float32")
+    ids = b.input(SCORE_INPUT, TensorType("int32", positions))
+    w = b.shared_param(head.weight)
+    if head.vocab_axis == 0:  # a tied [vocab, d] table: rows
+        w_y = b.gather(w, ids)
+    else:  # the layer's own [d, vocab]: columns, moved last
+        rank = len(positions)
+        w_y = b.transpose(b.gather(w, ids, axis=1), (*range(1, rank + 1), 0))
+    score = b.reduce("reduce_sum", b.binary("mul", h, w_y), (-1,), keepdims=False)
+    if head.bias is not None:
+        score = b.binary("add", score, b.gather(b.shared_param(head.bias), ids))
+    b.graph.outputs = [score]
+    return b.graph
