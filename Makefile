@@ -5,13 +5,29 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup clean
+.PHONY: run test lint bench setup clean debs
+
+# Debian packages the bundled corpora read (the Bible's SWORD modules, exported by diatheke):
+# installed with setup when missing and running as root; otherwise setup says what to install.
+DEBS := diatheke sword-text-kjv sword-text-sparv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	@$(MAKE) --no-print-directory debs
 	touch $(STAMP)
+
+debs:
+	@missing=""; for p in $(DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+		|| echo "could not install$$missing; the Bible corpora need them: apt-get install -y$$missing"; \
+	else \
+		echo "note: the Bible corpora (seqc data prepare bible-en-es | english-words) need the" \
+		"Debian packages$$missing: sudo apt-get install -y$$missing"; \
+	fi
 
 setup: $(STAMP)
 
@@ -21,9 +37,11 @@ run: $(STAMP)
 	$(BIN)/seqc train examples/lm/shakespeare.seq -e lm.shakespeare.quick \
 		--run-dir runs/lm.shakespeare.quick/$$(date +%Y%m%d-%H%M%S) --prompt "To be, or not"
 
+# Two pytest workers, a test file each at a time (module fixtures are trained once): most of a
+# test's time is single-threaded tracing and compiling, so two cores halve much of it.
 test: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqc tests bench

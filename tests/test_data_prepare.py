@@ -203,5 +203,32 @@ def test_list_shows_what_is_prepared(tmp_path: Path) -> None:
     result = runner.invoke(data_app, ["list", "--cache-dir", str(tmp_path)])
     assert result.exit_code == 0
     assert "shakespeare:" in result.output and "bible-en-es:" in result.output
-    assert "zipf:" in result.output
-    assert result.output.count("not prepared") == 2
+    assert "zipf:" in result.output and "english-words:" in result.output
+    assert result.output.count("not prepared") == 3
+
+
+def test_english_words_from_local_sources(tmp_path: Path) -> None:
+    from seqc.data.corpora import words
+
+    assert words.words("Is't so, my lord? 'Tis o'er.") == "Is't so , my lord ? ' Tis o'er ."
+    source = tmp_path / "src"
+    source.mkdir()
+    fake_sdist(source, PLAYS)
+    with pytest.raises(DataError) as e:
+        prepare("english-words", tmp_path / "data", source=source)
+    assert e.value.code == "source-unavailable" and "engKJV2006eb.osis" in e.value.render()
+    assert not (tmp_path / "data" / "english-words").exists()
+    (source / "engKJV2006eb.osis").write_text(OSIS_EN)
+    result = prepare("english-words", tmp_path / "data", source=source)
+    folder = tmp_path / "data" / "english-words"
+    train = (folder / "train.txt").read_text().splitlines()
+    dev = (folder / "dev.txt").read_text().splitlines()
+    test = (folder / "test.txt").read_text().splitlines()
+    assert "To be , or not to be" in train  # hamlet trains; words and marks split
+    assert "In the beginning God created the heaven and the earth ." in train  # Genesis trains
+    assert any(line.startswith("Now it came to pass") for line in dev)  # Ruth is a dev book
+    assert any("Theophilus" in line for line in test)  # Acts is a test book
+    assert "If music be the food of love" in dev + test  # a held-out play
+    counts = result.manifest["counts"]
+    assert counts["train"]["kjv_verses"] == 4 and counts["dev"]["kjv_verses"] == 1
+    assert result.manifest["train_vocabulary"] == len({w for line in train for w in line.split()})

