@@ -322,3 +322,36 @@ def test_async_where_it_cannot_run_is_an_error_at_the_spec_line(
     assert f"lm_async.seq:{line}:5: check error [{code}]" in result.output
     assert "hint:" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_metrics_on_a_lost_worker_are_skipped_and_a_lost_server_stops() -> None:
+    """A finished step's metrics live on the worker that ran it: when it dies before the chief
+    reads them they are lost (`MetricsLost`, and the loop logs nothing for that step), while a
+    lost parameter server is the run's end, said plainly."""
+    import tensorflow as tf
+
+    from seqc.backends.api import MetricsLost
+    from seqc.backends.tf.ps_model import Metric
+    from seqc.run.train import _fetched
+    from seqc.spec.errors import DeviceError
+
+    class Remote:
+        def __init__(self, error: Exception | None) -> None:
+            self.error = error
+
+        def fetch(self) -> np.ndarray:
+            if self.error is not None:
+                raise self.error
+            return np.asarray([1.5, 2.0, 3.0, 0.5], np.float32)
+
+    worker = "/job:worker/replica:0/task:0/device:CPU:0 recvmsg:Connection reset by peer"
+    server = "/job:ps/replica:0/task:1/device:CPU:0 failed to connect to all addresses"
+    assert float(Metric(Remote(None), 0)) == 1.5
+    with pytest.raises(MetricsLost):
+        np.asarray(Metric(Remote(tf.errors.UnavailableError(None, None, worker)), 0))
+    assert (
+        _fetched({"loss": Metric(Remote(tf.errors.CancelledError(None, None, worker)), 0)}) is None
+    )
+    with pytest.raises(DeviceError) as e:
+        np.asarray(Metric(Remote(tf.errors.UnavailableError(None, None, server)), 0))
+    assert e.value.code == "parameter-server-lost" and "parameter server 1" in str(e.value)

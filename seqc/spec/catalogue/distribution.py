@@ -148,20 +148,22 @@ declare(
 
 # --- export formats ----------------------------------------------------------------------------
 
+_NORMALIZE = param(
+    "normalize",
+    BOOL,
+    True,
+    "False exports the raw score of a given next token instead of the logits over the "
+    "vocabulary: one row of the output layer per token, for self-normalised models (nce, "
+    "snis variant B).",
+)
+
 declare(
     "export",
     "onnx",
     "ONNX graph of the inference model, for ONNX Runtime and similar servers.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
     param("opset", INT, 17, "ONNX operator set version to target.", range=POSITIVE),
-    param(
-        "normalize",
-        BOOL,
-        True,
-        "False exports the raw score of a given next token instead of the logits over the "
-        "vocabulary: one row of the output layer per token, for self-normalised models (nce, "
-        "snis variant B).",
-    ),
+    _NORMALIZE,
     positional=(),
 )
 
@@ -170,14 +172,7 @@ declare(
     "tflite",
     "TensorFlow Lite flatbuffer of the inference model, for mobile and embedded targets.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
-    param(
-        "normalize",
-        BOOL,
-        True,
-        "False exports the raw score of a given next token instead of the logits over the "
-        "vocabulary: one row of the output layer per token, for self-normalised models (nce, "
-        "snis variant B).",
-    ),
+    _NORMALIZE,
     positional=(),
 )
 
