@@ -1,0 +1,80 @@
+"""Scoring exports against logits exports: what self-normalised training buys at deployment.
+
+Why: a model trained with `nce` or `snis` (variant B) is deployed by reading log p(y) as its raw
+score s_y, one row of the output layer per token, instead of the logits over the whole
+vocabulary (`seqc export --no-normalize`, README "Large vocabularies"). This exports one trained
+checkpoint both ways as fp32 ONNX (each gated against the model as `seqc export` does) and times
+the two artifacts' step functions side by side, alternating over `--rounds`: batch 1, 32
+positions teacher-forced, the median of each round's repeats.
+
+Run `python bench/scoring.py --spec examples/lm/words.seq -e lm.words.snis --run-dir
+runs/words/lm.words.snis` after training that run. The last lines are `name: value` pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    from seqc.backends import registry
+    from seqc.backends.weights import match_params, read_weights
+    from seqc.run.export import LATENCY_LENGTH, export_one, prepare, scoring_context
+    from seqc.run.session import open_session
+    from seqc.run.stepdecode import teacher_forced
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "lm" / "words.seq")
+    parser.add_argument("-e", "--experiment", default="lm.words.snis")
+    parser.add_argument("--run-dir", type=Path, default=ROOT / "runs" / "words" / "lm.words.snis")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    session = open_session(args.spec, args.experiment, cache_dir=ROOT / ".cache")
+    weights = read_weights(args.run_dir)
+    ctx = prepare(session, match_params(session.graph, weights), weights, 2, 0)
+    scoring = scoring_context(ctx)
+    n = LATENCY_LENGTH
+    ids = np.full((1, n), 5, np.int32)
+    arrays = {"inputs": ids, "targets": ids, "tgt_in": ids, "tgt_out": ids}
+    with tempfile.TemporaryDirectory() as tmp:
+        fns = {}
+        for name, normalize in (("logits", True), ("score", False)):
+            row = export_one(ctx, "onnx", "none", Path(tmp) / name, normalize)
+            print(f"{name}: {row.size_bytes / 2**20:.1f} MiB, parity {row.parity:.1e}, "
+                  f"dev {row.quality}", flush=True)  # fmt: skip
+            sig = scoring.sig if name == "score" else ctx.sig
+            fns[name] = (registry.artifact_format("onnx").runtime(Path(tmp) / name, sig), sig)
+        times: dict[str, list[float]] = {"logits": [], "score": []}
+        for r in range(args.rounds):
+            for name in ("logits", "score") if r % 2 == 0 else ("score", "logits"):
+                f, sig = fns[name]
+                teacher_forced(f, sig, arrays)  # warm
+                laps = []
+                for _ in range(args.repeats):
+                    t = time.perf_counter()
+                    teacher_forced(f, sig, arrays)
+                    laps.append(time.perf_counter() - t)
+                times[name].append(1000.0 * statistics.median(laps))
+                print(f"round {r + 1}: {name}: {times[name][-1]:.1f} ms", flush=True)
+    vocab = session.pipeline.target_vocab_size
+    logits, score = statistics.median(times["logits"]), statistics.median(times["score"])
+    print(f"vocab: {vocab}")
+    print(f"latency_ms_logits_b1x{n}: {logits:.1f}")
+    print(f"latency_ms_score_b1x{n}: {score:.1f}")
+    print(f"scoring_speedup: {logits / score:.2f}")
+
+
+if __name__ == "__main__":
+    main()
