@@ -175,3 +175,12 @@ def test_train_says_which_params_update_by_rows(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["train", str(spec), *args])
     assert result.exit_code == 0, result.output
     assert "lazy rows: embed.table (3 gathers), out.b (2 gathers)" in result.output
+    for backend in ("jax", "tf"):  # the lazy optimizer's state checkpoints and resumes
+        run = ["--run-dir", str(tmp_path / backend), "--cache-dir", str(tmp_path / "cache")]
+        first = [*args[:-4], *run, "--backend", backend, "--set", "train.checkpoint_every=2"]
+        result = CliRunner().invoke(app, ["train", str(spec), *first])
+        assert result.exit_code == 0, result.output
+        again = ["train", str(spec), *first, "--set", "train.steps=6", "--resume"]
+        result = CliRunner().invoke(app, again)
+        assert result.exit_code == 0, result.output
+        assert "resumed from step 4" in result.output

@@ -416,9 +416,7 @@ def _fetched(metrics: Any) -> dict[str, Any] | None:
 def _check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:
     """`adam(lazy_rows = true)` runs on one device of one process, one step per update; say
     which params it updates by rows (`seqc.compiler.sparse_rows`)."""
-    resolved, cfg = session.resolved, session.train_config
-    compiled = session.compiled
-    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
+    resolved, cfg, compiled = session.resolved, session.train_config, session.compiled
     if not (cfg["optimizer"].kind == "adam" and cfg["optimizer"].args.get("lazy_rows")):
         return
     span = resolved.span("train.optimizer") or resolved.span("train")
@@ -438,6 +436,7 @@ def _check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> No
             code="not-implemented",
             hint="set lazy_rows = false (the dense update), or train on one device",
         )
+    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
     if tables:
         shown = ", ".join(f"{n} ({spec.gathers} gathers)" for n, spec in tables.items())
         console.print(f"lazy rows: {shown} update only the rows each step gathers")
