@@ -33,8 +33,9 @@ if str(ROOT) not in sys.path:
 SPEC = ROOT / "examples" / "lm" / "zipf.seq"
 CRITERIA = {"ce": "lm.zipf.ce", "sampled": "lm.zipf.sampled", "nce": "lm.zipf.nce",
             "snis": "lm.zipf.snis", "sampled_lazy": "lm.zipf.sampled.lazy",
-            "snis_lazy": "lm.zipf.snis.lazy"}  # fmt: skip
-"""Names for `--criteria`; `_lazy`: the same with `adam(lazy_rows = true)`."""
+            "snis_lazy": "lm.zipf.snis.lazy", "snis_k4096": "lm.zipf.snis.k4096"}  # fmt: skip
+"""Names for `--criteria`; `_lazy`: the same with `adam(lazy_rows = true)`; `snis_k4096`: SNIS
+over 4096 candidates, lazy rows."""
 
 
 def run(experiment: str, steps: int, log_every: int, folder: Path, eval_batches: int) -> dict:
