@@ -21,6 +21,7 @@ when complete, with a `manifest.json` (see `seqc.run.artifact`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import shutil
 import statistics
@@ -242,9 +243,9 @@ def scoring_context(ctx: Context) -> Context:
         np.take_along_axis(np.asarray(z), np.asarray(b[labels])[..., None], -1)[..., 0]
         for z, b in zip(ctx.logits, ctx.batches, strict=True)
     ]
-    view = Context(
-        session, ctx.params, ctx.weights, ctx.reference, program, sig, ctx.batches, scores, {},
-        0, ctx.task_kind, scoring=True,
+    view = dataclasses.replace(
+        ctx, program=program, sig=sig, logits=scores, reference_quality={}, bleu_examples=0,
+        _calibration={}, scoring=True, _scoring=None,
     )  # fmt: skip
     view.reference_quality = _quality(view, scores)
     ctx._scoring = view

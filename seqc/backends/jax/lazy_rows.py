@@ -82,23 +82,23 @@ def gradients(
     dense = {k: v for k, v in params.items() if k not in tables}
     fixed = {k: jax.lax.stop_gradient(params[k]) for k in tables}
 
+    names: list[str] = []
+    """The table each gather read, in trace order (the same in both traces)."""
+
     def run(dense: dict, deltas: list | None) -> tuple[jax.Array, tuple]:
         gathers = Gathers(deltas)
         lazy = {k: LazyTable(k, fixed[k], tables[k].axis, gathers) for k in tables}
         loss, out = objective(dense | lazy, arrays, rng)
-        record = [(ids, rows) for _, ids, rows in gathers.record]
-        return loss, (out, record, [name for name, _, _ in gathers.record])
-
-    names: list[str] = []
+        if deltas is None:  # the shape-finding trace
+            names.extend(name for name, _, _ in gathers.record)
+        return loss, (out, [(ids, rows) for _, ids, rows in gathers.record])
 
     def shapes(dense: dict) -> list:
-        _, (_, record, found) = run(dense, None)
-        names.extend(found)
-        return [rows for _, rows in record]
+        return [rows for _, rows in run(dense, None)[1][1]]
 
     deltas = [jnp.zeros(s.shape, s.dtype) for s in jax.eval_shape(shapes, dense)]
     grad_fn = jax.value_and_grad(run, argnums=(0, 1), has_aux=True)
-    (_, (out, record, _)), (g_dense, g_deltas) = grad_fn(dense, deltas)
+    (_, (out, record)), (g_dense, g_deltas) = grad_fn(dense, deltas)
     rows: Rows = {}
     for name, spec in tables.items():
         ids = [r[0].reshape(-1) for r, n in zip(record, names, strict=True) if n == name]
