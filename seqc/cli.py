@@ -296,8 +296,14 @@ def show(
         program = _load(file)
         r = resolve(program, experiment, set_ or [])
         if graph:
-            from seqc.compiler.graph_report import print_graph_report
+            from seqc.compiler.graph_report import print_graph_report, print_joint_report
 
+            if len(r.tasks) > 1:  # the tasks compiled together: shared layers named once
+                from seqc.run.session import compile_joint
+
+                joint, multi = compile_joint(file, experiment, set_ or [])
+                print_joint_report(out, program, joint, multi)
+                return
             for task in r.tasks:
                 print_graph_report(out, program, r, task)
             return

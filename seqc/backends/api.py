@@ -10,6 +10,9 @@ or a new run mode, is added in one place:
   the `StepFunctions` of an encoder and decoder-step program;
 - `Model`: the train and eval steps of one task, its params, and (optionally) a decoder of its
   own (TF decodes inside one graph);
+- `JointModel`: the tasks of a multi-task experiment over one set of params (shared layers
+  once), stepping one task, or the weighted sum of all, per update; each task's `Model` for
+  evaluation and decoding;
 - `ArtifactFormat` (ONNX, TFLite, SavedModel): builds a deployment artifact from an
   `ExportJob` and loads one back as `StepFunctions`.
 
@@ -30,6 +33,7 @@ import numpy as np
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan
 from seqc.compiler.step_signature import StepSignature
 
@@ -134,6 +138,43 @@ class Model(Protocol):
         ...
 
 
+class JointModel(Protocol):
+    """The tasks of a multi-task experiment on a backend: one state, whose params are the union
+    of the tasks' (a shared layer's once), and a step that trains some of the tasks.
+
+    How the optimizer state is kept follows the mix (`train.mix_by`): stepping one task at a
+    time (`sample`, `round_robin`), each task has its own optimizer state over the params it
+    reads (Lingvo's per-task learners: a shared layer's moments are per task, so a task's
+    gradient scale does not set another's step sizes, and params a step does not read stay
+    put); stepping the weighted sum of every task's loss (`sum`), one optimizer state over all.
+    """
+
+    backend: str
+    strategy: str
+    multi: MultiTask
+
+    def init(self, seed: int, given: Arrays | None = None) -> State:
+        """A fresh state: every task's params from `seqc.compiler.init` (a shared param is
+        drawn once, by its name), except those `given`."""
+        ...
+
+    def train_step(
+        self, state: State, batches: Mapping[str, Any], lr: Mapping[str, float]
+    ) -> tuple[State, dict[str, Mapping[str, Any]]]:
+        """One update on the batches of the tasks named (one task; every task for `sum`), each
+        task at its learning rate; the metrics of each task (those of `Model.train_step`)."""
+        ...
+
+    def view(self, task: str) -> Model:
+        """Task `task`'s model: its eval steps, logits and decoder, on params that hold its
+        own (a dict holding more is fine)."""
+        ...
+
+    def task_params(self, task: str, params: Any) -> Any:
+        """The params `task` reads, out of the whole model's."""
+        ...
+
+
 class CheckpointStore(Protocol):
     """Numbered checkpoints of a model's whole state in one folder, written atomically."""
 
@@ -204,6 +245,18 @@ class Backend(Protocol):
     ) -> Model:
         """The task's model; with `placement`, each op on its planned device; with a
         `sharding` plan, data and params split over a mesh of every process's devices."""
+        ...
+
+    def joint_model(
+        self,
+        multi: MultiTask,
+        train: Mapping[str, Any],
+        weights: Mapping[str, float],
+        *,
+        jit_compile: bool = False,
+    ) -> JointModel:
+        """The tasks of `multi` over one set of params, on one device of one process; with
+        `train.mix_by = "sum"` a step trains `sum(weights[t] * loss_t)`."""
         ...
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore: ...

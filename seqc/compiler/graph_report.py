@@ -4,6 +4,10 @@ The per-layer table keeps `blocks.3` apart from `blocks.4`, and stops at `MAX_RO
 one row that sums the rest: a table of 10,000 repeat copies took rich a minute to lay out, and
 reads no better than its first rows. The graph itself is bounded by `MAX_GRAPH_OPS`. Text from
 the spec (layer and kind names) is printed as written, never read as markup.
+
+A multi-task experiment prints each task's report (its params named as in the joint model), then
+the model's params, each once, and the params each share gives several tasks
+(`print_joint_report`).
 """
 
 from __future__ import annotations
@@ -17,15 +21,26 @@ from rich.text import Text
 
 from seqc.compiler.compile import compile_task
 from seqc.compiler.cost import estimate
+from seqc.compiler.graph import DTYPE_BYTES, Graph
+from seqc.compiler.multitask import MultiTask
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 
 
 def print_graph_report(
-    console: Console, program: Program, r: ResolvedExperiment, task: str
+    console: Console,
+    program: Program,
+    r: ResolvedExperiment,
+    task: str,
+    graph: Graph | None = None,
+    prefix: str = "",
 ) -> None:
+    """One task's model: op, param and FLOP counts, and a row per top-level layer. `graph`: the
+    task's forward already compiled (a multi-task model's, with its names), else compiled here;
+    `prefix`: the part of its layer paths that names the task (`a.`), kept on each row."""
     model = r.config[task]["model"]
-    graph = compile_task(program, r, task).graph
+    if graph is None:
+        graph = compile_task(program, r, task).graph
     buckets = r.config[task]["input"].get("buckets") or {}
     length = max(buckets) if buckets else int(r.config[task]["input"]["max_length"])
     dims = {"B": 1, "T": length, "S": length}
@@ -51,7 +66,7 @@ def print_graph_report(
     table = Table(box=None, padding=(0, 2))
     for col in ("layer", "ops", "params", "MFLOPs/token", "activations KiB"):
         table.add_column(col, justify="left" if col == "layer" else "right")
-    rows = list(_top_level(cost.per_layer).items())
+    rows = list(_top_level(cost.per_layer, prefix).items())
     if len(rows) > MAX_ROWS:
         rest = rows[MAX_ROWS - 1 :]
         summed = {k: sum(lc[k] for _, lc in rest) for k in ("ops", "params", "flops", "act")}
@@ -67,16 +82,57 @@ def print_graph_report(
     console.print(table)
 
 
+def print_joint_report(
+    console: Console, program: Program, r: ResolvedExperiment, multi: MultiTask
+) -> None:
+    """Each task's report, then the whole model: its params counted once, and per share the
+    tasks that read its params. The sum of the tasks' param counts less the model's is what the
+    shares save."""
+    for name, task in multi.tasks.items():
+        print_graph_report(console, program, r, name, task.graph, prefix=f"{name}.")
+    params, owners = multi.params, multi.owners()
+    values = sum(p.size for p in params.values())
+    nbytes = sum(p.size * DTYPE_BYTES[p.type.dtype] for p in params.values())
+    alone = sum(p.size * len(owners[n]) for n, p in params.items())
+    console.print(
+        Text.assemble(
+            ("model", "bold"),
+            f": {len(multi.tasks)} tasks ({', '.join(multi.tasks)}), {len(multi.shares)} share(s)",
+        )
+    )
+    console.print(
+        f"  params: {len(params)} tensors, {values:,} values ({nbytes / 2**20:.1f} MiB), each "
+        f"once; the tasks alone: {sum(len(o) for o in owners.values())} tensors, "
+        f"{alone:,} values"
+    )
+    if not multi.shares:
+        return
+    table = Table(box=None, padding=(0, 2))
+    for col in ("share", "tasks", "tensors", "params"):
+        table.add_column(col, justify="left" if col in ("share", "tasks") else "right")
+    for share, uses in multi.shares.items():
+        mine = [p for n, p in params.items() if n == share or n.startswith(share + ".")]
+        table.add_row(
+            Text(share),
+            Text(", ".join(u.split(".", 1)[0] for u in uses)),
+            str(len(mine)),
+            f"{sum(p.size for p in mine):,}",
+        )
+    console.print(table)
+
+
 MAX_ROWS = 40
 """Rows of the per-layer table; the last one sums the layers past it."""
 
 
-def _top_level(per_layer: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """Sum per-op costs up to the model's direct children (`blocks.3` stays separate)."""
+def _top_level(per_layer: dict[str, Any], prefix: str = "") -> dict[str, dict[str, int]]:
+    """Sum per-op costs up to the model's direct children (`blocks.3` stays separate), each
+    path past `prefix` when it has it."""
     out: dict[str, dict[str, int]] = {}
     for path, lc in per_layer.items():
-        parts = path.split(".")
-        key = ".".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0]
+        head = prefix if prefix and path.startswith(prefix) else ""
+        parts = path[len(head) :].split(".")
+        key = head + (".".join(parts[:2]) if len(parts) > 1 and parts[1].isdigit() else parts[0])
         agg = out.setdefault(key, {"ops": 0, "params": 0, "flops": 0, "act": 0})
         agg["ops"] += lc.ops
         agg["params"] += lc.params

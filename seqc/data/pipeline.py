@@ -135,7 +135,13 @@ class InputPipeline:
         tgt_texts = [self._norm(e.target or "") for e in train_examples]
         target_call = cfg.get("target_tokenizer")
         if self.task == "seq2seq" and target_call is None:
-            texts = src_texts + tgt_texts
+            # A joint tokenizer reads the file's columns in file order, so both directions of
+            # one parallel file (source = 1, target = 0 against the other way) train the same
+            # model and share its ids (a multi-task model that shares an embedding needs it).
+            swapped = train_reader.kind == "tsv" and int(train_reader.args.get("source", 0)) > int(
+                train_reader.args.get("target") or 0
+            )
+            texts = tgt_texts + src_texts if swapped else src_texts + tgt_texts
         else:
             texts = src_texts
         self.tokenizer: Tokenizer = build_tokenizer(

@@ -156,7 +156,9 @@ class _VocabTokenizer(_Specials):
         return [get(t, unk) for t in self.split(text)]
 
     def token(self, i: int) -> str:
-        return UNK_TEXT if i == self.unk_id else self.tokens[i]
+        # A model's vocabulary may be larger than the tokenizer's (`vocab = 24` over 20 ids):
+        # an id past the tokens decodes as unknown rather than failing.
+        return UNK_TEXT if i == self.unk_id or i >= len(self.tokens) else self.tokens[i]
 
     def save(self, directory: Path) -> None:
         _write_json(
@@ -488,3 +490,16 @@ def load_tokenizer(directory: Path) -> Tokenizer:
         raise DataError(f"unknown saved tokenizer kind `{kind}`", code="bad-tokenizer")
     tok: Tokenizer = _KINDS[kind].load(Path(directory))
     return tok
+
+
+def same_tokenizer(a: Tokenizer, b: Tokenizer) -> bool:
+    """Whether two tokenizers map text to the same ids (one trained model, one vocabulary)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, SentencePieceTokenizer) and isinstance(b, SentencePieceTokenizer):
+        return a.model_proto == b.model_proto
+    if isinstance(a, _VocabTokenizer) and isinstance(b, _VocabTokenizer):
+        return a.tokens == b.tokens and a.lowercase == b.lowercase
+    return a.vocab_size == b.vocab_size

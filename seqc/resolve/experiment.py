@@ -25,6 +25,7 @@ from seqc.resolve.layers import (
     layer_kind_spec,
 )
 from seqc.resolve.program import Program
+from seqc.resolve.shares import read_shares
 from seqc.resolve.values import (
     CallValue,
     Context,
@@ -52,6 +53,8 @@ from seqc.spec.kinds import REGISTRY, KindSpec
 from seqc.spec.parser import parse_expr
 
 BLOCKS = ("train", "distribution", "export")
+SHARE = "share"
+"""The experiment's block of shared layers (`seqc.resolve.shares`)."""
 
 
 class Origin(BaseModel):
@@ -267,10 +270,13 @@ class Resolver:
             config[block] = self._defaults(_block_spec(block), block)
         tasks_stmt = None
         task_stmts: list[_Stmt] = []
+        share_stmts: list[_Stmt] = []
         for st in stmts:
             head = st.path[0]
             if head == "tasks":
                 tasks_stmt = st
+            elif head == "share":
+                share_stmts.append(st)
             elif head in BLOCKS:
                 self._apply_block(config, st)
             elif head in exp_spec.param_names:
@@ -297,6 +303,13 @@ class Resolver:
         models: dict[str, LayerInstance] = {}
         for t in task_names:
             config[t], models[t] = self.resolve_task(t, [s for s in task_stmts if s.path[0] == t])
+        shares = read_shares([(s.path, s.value, s.span) for s in share_stmts], task_names, models)
+        config["share"] = {name: [str(u) for u in uses] for name, uses in shares.items()}
+        for name, uses in shares.items():
+            origin = next(s.origin for s in share_stmts if s.path[1:] == (name,))
+            self.prov[f"share.{name}"] = origin
+            for i, u in enumerate(uses):
+                self.prov[f"share.{name}.{i}"] = Origin(kind="spec", where=str(u.span), span=u.span)
         return ResolvedExperiment(
             name=decl.name,
             file=decl.span.file if decl.span else self.program.root.path,
@@ -309,7 +322,7 @@ class Resolver:
 
     def _unknown_root(self, st: _Stmt, tasks: list[str], exp_spec: KindSpec) -> None:
         head = st.path[0]
-        known = [*exp_spec.param_names, *BLOCKS, *tasks]
+        known = [*exp_spec.param_names, *BLOCKS, SHARE, *tasks]
         if head in self.program.tasks:
             raise ResolveError(
                 f"task `{head}` is not one of this experiment's tasks",
@@ -359,7 +372,7 @@ class Resolver:
                 raise CheckError(
                     f"task `{name}` is listed twice", span=item.span, code="duplicate-task"
                 )
-            if name in (*BLOCKS, *_block_spec("experiment").param_names):
+            if name in (*BLOCKS, SHARE, *_block_spec("experiment").param_names):
                 raise CheckError(
                     f"task `{name}` has the name of an experiment field; rename the task",
                     span=item.span,

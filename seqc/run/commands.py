@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -34,6 +35,14 @@ BackendOpt = Annotated[
     str | None,
     typer.Option("--backend", help="jax or tf (default: the experiment's `backend`)."),
 ]
+TaskOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--task",
+        help="A task of a multi-task experiment (default: its only task; eval and export take "
+        "every task).",
+    ),
+]
 CheckpointOpt = Annotated[
     Path | None,
     typer.Option(
@@ -44,10 +53,25 @@ CheckpointOpt = Annotated[
 ]
 
 
-def _session(spec: Path, experiment: str, set_: list[str] | None, cache: Path | None) -> Any:
+def _session(
+    spec: Path,
+    experiment: str,
+    set_: list[str] | None,
+    cache: Path | None,
+    task: str | None = None,
+) -> Any:
     from seqc.run.session import open_session
 
-    return open_session(spec, experiment, set_ or [], cache_dir=cache)
+    return open_session(spec, experiment, set_ or [], cache_dir=cache, task=task)
+
+
+def _sessions(
+    spec: Path, experiment: str, set_: list[str] | None, cache: Path | None, task: str | None
+) -> list[Any]:
+    """The named task's session, or every task's (a multi-task experiment without --task)."""
+    from seqc.run.session import open_sessions
+
+    return open_sessions(spec, experiment, set_ or [], cache_dir=cache, task=task)
 
 
 def _check_backend(backend: str | None) -> None:
@@ -79,6 +103,9 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
     weights = read_weights(source)
     for why in weights.skipped:
         err.print(f"warning: {why}; using step {weights.step}", soft_wrap=True)
+    if session.others:  # one task of a multi-task model: the other tasks' params stay behind
+        kept = {k: v for k, v in weights.params.items() if k not in session.others}
+        weights = dataclasses.replace(weights, params=kept)
     return weights, match_params(session.graph, weights)
 
 
@@ -209,15 +236,28 @@ def train_cmd(
     engine.start(cluster)  # before any computation; a parameter server serves here
     if cluster.several and not cluster.primary:
         engine.barrier("seqc-data")  # process 0 prepares the data's caches first
-    session = _session(spec, experiment, set_, cache_dir)
+    from seqc.run.session import Joint, open_training
+
+    session = open_training(spec, experiment, set_ or [], cache_dir)
     if cluster.several and cluster.primary:
         engine.barrier("seqc-data")
     say = err.print if cluster.primary else (lambda *a, **k: None)
     shout = out.print if cluster.primary else (lambda *a, **k: None)
     run_dir = run_dir or Path("runs") / experiment
-    params = sum(p.size for p in session.graph.params.values())
-    say(session.pipeline.summary())
-    say(f"model {session.resolved.config[session.task]['model'].kind}: {params:,} params")
+    tasks = list(session.sessions.values()) if isinstance(session, Joint) else [session]
+    for one in tasks:
+        params = sum(p.size for p in one.graph.params.values())
+        head = f"task {one.task}: " if len(tasks) > 1 else ""
+        say(f"{head}{one.pipeline.summary()}")
+        say(f"{head}model {one.task_config['model'].kind}: {params:,} params")
+    if isinstance(session, Joint):
+        total = sum(p.size for p in session.multi.params.values())
+        shared = sum(
+            session.multi.params[n].size
+            for n, users in session.multi.owners().items()
+            if len(users) > 1
+        )
+        say(f"multi-task model: {total:,} params, {shared:,} of them shared")
     say(f"backend: {name}" + (f", {cluster.num_processes} processes" if cluster.several else ""))
     try:
         result = train(
@@ -247,6 +287,10 @@ def train_cmd(
             soft_wrap=True,
         )
         raise typer.Exit(stop.exit_code) from None
+    for task, before in (result.tasks_before or {}).items():
+        shout(f"{task}: dev perplexity before training: {before['perplexity']:.2f}")
+    for task, after in (result.tasks_after or {}).items():
+        shout(f"{task}: dev perplexity after {result.steps} steps: {after['perplexity']:.2f}")
     if result.dev_before:
         shout(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
     if result.dev_after:
@@ -258,8 +302,13 @@ def train_cmd(
                 f"(log Z {after['log_z_mean']:+.3f} +- {after['log_z_std']:.3f})"
             )
     if cluster.primary:
-        gen = _from_session(session, result.model, result.state["params"])
-        shout(f"sample: {_sample_text(gen, prompt or None)}")
+        for one in tasks:
+            model, params = result.model, result.state["params"]
+            if isinstance(session, Joint):
+                model, params = model.view(one.task), model.task_params(one.task, params)
+            gen = _from_session(one, model, params)
+            head = f"{one.task} " if len(tasks) > 1 else ""
+            shout(f"{head}sample: {_sample_text(gen, prompt or None)}")
     shout(f"run directory: {run_dir}")
 
 
@@ -284,15 +333,23 @@ def eval_cmd(
     cache_dir: CacheOpt = None,
     backend: BackendOpt = None,
     checkpoint: CheckpointOpt = None,
+    task: TaskOpt = None,
 ) -> None:
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
-    decoded translations when the task lists them."""
+    decoded translations when the task lists them. A multi-task run: every task, or --task."""
+    _check_backend(backend)
+    sessions = _sessions(spec, experiment, set_, cache_dir, task)
+    run_dir = run_dir or Path("runs") / experiment
+    for session in sessions:
+        if len(sessions) > 1:
+            out.print(f"task {session.task}:")
+        _eval_one(session, checkpoint or run_dir, backend, split, limit)
+
+
+def _eval_one(session: Any, source: Path, backend: str | None, split: str, limit: int) -> None:
     from seqc.run.evaluate import evaluate
 
-    _check_backend(backend)
-    session = _session(spec, experiment, set_, cache_dir)
-    run_dir = run_dir or Path("runs") / experiment
-    model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
+    model, state = _restore(session, source, _backend(session, backend))
     scores = evaluate(model, state["params"], session.pipeline, split)
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
@@ -331,6 +388,7 @@ def decode_cmd(
     cache_dir: CacheOpt = None,
     backend: BackendOpt = None,
     checkpoint: CheckpointOpt = None,
+    task: TaskOpt = None,
     artifact: Annotated[
         Path | None,
         typer.Option(
@@ -352,7 +410,7 @@ def decode_cmd(
         if spec is not None:
             if experiment is None:
                 raise UsageError("with a spec, name its experiment: -e EXP", code="missing-option")
-            check_against(art, _session(spec, experiment, set_, cache_dir))
+            check_against(art, _session(spec, experiment, set_, cache_dir, task))
         gen = _from_artifact(art)
         err.print(
             f"decoding with {art.format} ({art.manifest['quantize']}) from {artifact}",
@@ -365,7 +423,7 @@ def decode_cmd(
                 code="missing-option",
                 hint="seqc decode SPEC -e EXP [--run-dir D], or seqc decode --artifact DIR",
             )
-        session = _session(spec, experiment, set_, cache_dir)
+        session = _session(spec, experiment, set_, cache_dir, task)
         run_dir = run_dir or Path("runs") / experiment
         model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
         gen = _from_session(session, model, state["params"])
@@ -477,21 +535,36 @@ def export_cmd(
     ] = True,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
+    task: TaskOpt = None,
 ) -> None:
     """Export trained weights (of either backend) as deployment artifacts: an encoder and a
     decoder-step graph with explicit caches, checked against the trained model on dev data.
-    Without --format, the formats the experiment's `export { }` block lists (else ONNX)."""
-    from seqc.run.export import export_one, folder_name, from_spec, plan, prepare
+    Without --format, the formats the experiment's `export { }` block lists (else ONNX). A
+    multi-task run: one set of artifacts per task (in RUN/export/TASK), or --task's; each holds
+    its task's graph and only the weights that task reads."""
+    from seqc.run.export import from_spec, plan
 
-    session = _session(spec, experiment, set_, cache_dir)
-    if format_ or quantize or not normalize:
-        jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize)
-    else:
-        jobs = from_spec(session) or plan(["onnx"], ["none"])
+    sessions = _sessions(spec, experiment, set_, cache_dir, task)
     run_dir = run_dir or Path("runs") / experiment
-    weights, params = _weights(session, checkpoint or run_dir)
+    for session in sessions:
+        if format_ or quantize or not normalize:
+            jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize)
+        else:
+            jobs = from_spec(session) or plan(["onnx"], ["none"])
+        target = out_dir or run_dir / "export"
+        if session.others or len(sessions) > 1:
+            target = target / session.task
+            err.print(f"task {session.task}:")
+        _export_task(session, jobs, checkpoint or run_dir, target, batches, bleu)
+
+
+def _export_task(
+    session: Any, jobs: list[Any], source: Path, target: Path, batches: int, bleu: int
+) -> None:
+    from seqc.run.export import export_one, folder_name, prepare
+
+    weights, params = _weights(session, source)
     ctx = prepare(session, params, weights, batches, bleu)
-    target = out_dir or run_dir / "export"
     rows = []
     for job in jobs:
         fmt, q, norm = job

@@ -4,6 +4,9 @@ Placement runs at compile time on numbers the spec states (`distribution.devices
 no device and, when the vocabulary size is written in the spec, no data: the experiment is
 resolved without data first and read only when a model param waits on the data (a character
 tokenizer's vocabulary). The plan comes from `seqc.compiler.placement.plan`, as `seqc train`'s.
+
+A multi-task experiment is placed whole: one training step of every task, the shared layers'
+params held once (`place_joint`); `--task` places one task's graph, with the multi-task names.
 """
 
 from __future__ import annotations
@@ -58,29 +61,52 @@ def place_cmd(
             "not only until its readers ran.",
         ),
     ] = False,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task",
+            help="Place this task's graph only (a multi-task experiment is placed whole "
+            "by default).",
+        ),
+    ] = None,
 ) -> None:
     """Place a training step on the experiment's devices with a Baechi placer; prints memory
     and busy time per device and the step time against its lower bound."""
-    from seqc.compiler.placement.plan import place
-    from seqc.compiler.placement.report import gantt, plan_json, summary
-    from seqc.run.session import compile_experiment
+    from seqc.compiler.placement.plan import place, place_joint
+    from seqc.compiler.placement.report import gantt, plan_json, summary, tasks_summary
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+    from seqc.run.session import compile_experiment, compile_joint, several_tasks
 
-    resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir)
-    placed = place(
-        compiled.graph,
-        resolved,
-        compiled.name,
-        algorithm,
-        fuse=fuse,
-        keep_activations=keep_activations,
-    )
+    multi = None
+    if task is None and several_tasks(resolve(load_program(spec), experiment, set_ or [])):
+        resolved, multi = compile_joint(spec, experiment, set_ or [], cache_dir)
+        placed = place_joint(
+            multi, resolved, algorithm, fuse=fuse, keep_activations=keep_activations
+        )
+        n_ops = sum(len(t.graph.ops) for t in multi.tasks.values())
+        what = f"{n_ops} ops of {len(multi.tasks)} tasks ({', '.join(multi.tasks)})"
+        dims = ", ".join(f"{seg.task} {dict(seg.dims)}" for seg in placed.problem.segments)
+    else:
+        resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir, task)
+        placed = place(
+            compiled.graph,
+            resolved,
+            compiled.name,
+            algorithm,
+            fuse=fuse,
+            keep_activations=keep_activations,
+        )
+        what, dims = f"{len(compiled.graph.ops)} ops", str(placed.problem.dims)
     problem, plan = placed.problem, placed.plan
     err.print(
-        f"{len(compiled.graph.ops)} ops -> {len(problem.nodes)} nodes on "
-        f"{len(problem.devices)} devices (dims {problem.dims}, comm {problem.comm.model})",
+        f"{what} -> {len(problem.nodes)} nodes on "
+        f"{len(problem.devices)} devices (dims {dims}, comm {problem.comm.model})",
         soft_wrap=True,
     )
     out.print(summary(problem, plan))
+    if multi is not None:
+        out.print(tasks_summary(problem, plan, multi))
     if json_file is not None:
         json_file.write_text(json.dumps(plan_json(problem, plan), indent=1) + "\n")
         out.print(f"plan: {json_file}")

@@ -222,6 +222,8 @@ class RunDir:
         if writer is not None:
             step = int(record.get("step", 0))
             prefix = record.get("split", "train")
+            if "task" in record:  # a multi-task run: one chart per task
+                prefix = f"{prefix}/{record['task']}"
             for k, v in record.items():
                 if isinstance(v, int | float) and k != "step":
                     writer.add_scalar(f"{prefix}/{k}", v, step)

@@ -35,17 +35,20 @@ from rich.progress import (
 )
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, Model, fetch
+from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, fetch
 from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
 from seqc.compiler.sparse_rows import lazy_tables
-from seqc.run.candidates import candidates_for
+from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
+from seqc.run.mix import Mix
 from seqc.run.rundir import RunDir
 from seqc.run.schedule import Schedule, learning_rate
-from seqc.run.session import Session
+from seqc.run.session import Joint, Session
+from seqc.run.stepper import JointSteps, TaskSteps
+from seqc.run.warm_start import warm_start
 from seqc.spec.errors import CheckError, DeviceError, SeqcError, UsageError
 
 
@@ -65,10 +68,13 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     dev_before: dict[str, Any] | None = None
     dev_after: dict[str, Any] | None = None
+    tasks_before: dict[str, dict[str, Any]] | None = None
+    """A multi-task run: each task's dev figures before training (`dev_before` is None)."""
+    tasks_after: dict[str, dict[str, Any]] | None = None
 
 
 def train(
-    session: Session,
+    session: Session | Joint,
     run_dir: Path,
     *,
     resume: bool = False,
@@ -82,7 +88,8 @@ def train(
 ) -> TrainResult:
     """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
     run directory and checkpoints schedule on every backend. A placement the spec asks for
-    (`distribution.placement`) is planned and, on a backend that places ops, run."""
+    (`distribution.placement`) is planned and, on a backend that places ops, run. A `Joint`
+    session trains the tasks of a multi-task experiment together, in their mix."""
     console = console or Console(stderr=True)
     cluster = cluster or Cluster()
     engine = registry.backend(backend)
@@ -92,32 +99,51 @@ def train(
     run.check(session.resolved, resume)
     if resume:
         _check_resumable(run.checkpoints, engine)
-    _check_strategy(session, engine, cluster)
-    _check_lazy_rows(session, cluster, console)
-    placement = _placement(session, engine, console)
-    sharding = _sharding(session, placement)
-    devices = None if placement is None else placement.devices
-    # The model before the run directory: a device the plan lacks is an error before any write.
-    model = engine.model(
-        session.compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
-    )
+    _check_strategy(session.resolved, engine, cluster)
+    seed = int(cfg["seed"])
+    warn = lambda text: console.print(f"warning: {text}", soft_wrap=True)  # noqa: E731
+    steps: TaskSteps | JointSteps
+    if isinstance(session, Joint):
+        mix = Mix.of(session.resolved)
+        _check_joint(session, cluster)
+        placement, sharding = None, None
+        joint = engine.joint_model(session.multi, cfg, mix.weights, **(model_options or {}))
+        console.print(mix.describe())
+        steps = JointSteps(session, joint, mix, seed, warn)
+        model: Any = joint
+    else:
+        _check_lazy_rows(session, cluster, console)
+        placement = _placement(session, engine, console)
+        sharding = _sharding(session, placement)
+        devices = None if placement is None else placement.devices
+        # The model before the run directory: a device the plan lacks is an error before any
+        # write.
+        model = engine.model(
+            session.compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
+        )
+        steps = TaskSteps(session, model, seed, warn)
     # The primary process owns the directory for the whole group: only it writes there (the
     # checkpoints aside, which every process writes together).
     with run.lock() if cluster.primary else contextlib.nullcontext():
         run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
         checkpoints = engine.checkpoints(run.checkpoints)
         try:
-            loop = _Loop(session, run, model, checkpoints, rate, console, eval_batches)
+            loop = _Loop(session, steps, run, model, checkpoints, rate, console, eval_batches)
             loop.agree = engine.any_process if cluster.several else None
             loop.processes = cluster.num_processes
             state, start = loop.start(resume, placement, backend, sharding)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
             if eval_before and loop.has_dev and start == 0:
-                result.dev_before = loop.evaluate(state, 0)
+                result.tasks_before = loop.evaluate(state, 0)
             result.state = _collective(engine, cluster, loop.train, state, start, progress)
             if loop.has_dev:
-                result.dev_after = loop.evaluate(result.state, result.steps)
+                result.tasks_after = loop.evaluate(result.state, result.steps)
+            if not steps.several:  # one task: its figures as they are
+                name = session.resolved.tasks[0]
+                result.dev_before = (result.tasks_before or {}).get(name)
+                result.dev_after = (result.tasks_after or {}).get(name)
+                result.tasks_before = result.tasks_after = None
         finally:
             checkpoints.close()
             run.close()
@@ -129,28 +155,23 @@ class _Loop:
 
     def __init__(
         self,
-        session: Session,
+        session: Session | Joint,
+        steps: TaskSteps | JointSteps,
         run: RunDir,
-        model: Model,
+        model: Any,
         checkpoints: CheckpointStore,
         rate: Schedule,
         console: Console,
         eval_batches: int,
     ) -> None:
-        self.session, self.run, self.model = session, run, model
+        self.session, self.steps, self.run, self.model = session, steps, run, model
         self.checkpoints, self.rate, self.console = checkpoints, rate, console
         self.eval_batches = eval_batches
         cfg = session.train_config
         self.total = int(cfg["steps"])
         self.log_every = max(int(cfg["log_every"]), 1)
         self.eval_every, self.ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
-        self.has_dev = "dev" in session.pipeline.splits
-        self.candidates = candidates_for(
-            session.compiled,
-            session.pipeline,
-            int(cfg["seed"]),
-            warn=lambda text: console.print(f"warning: {text}", soft_wrap=True),
-        )
+        self.has_dev = any(u.has_dev for u in steps.units.values())
         self.pending: list[tuple[int, Any]] = []
         self.window = (0.0, time.perf_counter())
         self.result: TrainResult | None = None
@@ -171,10 +192,16 @@ class _Loop:
         (damaged newer ones set aside, with a warning naming each)."""
         session, run = self.session, self.run
         seed = int(session.train_config["seed"])
-        given = {} if self.candidates is None else self.candidates.initial(session.compiled)
+        given = self.steps.initial()
+        warm = None if resume else warm_start(session.resolved, self._params())
+        if warm is not None:
+            given |= warm.given
+            self.console.print(warm.summary(), soft_wrap=True)
         state = self.model.init(seed, given)
         if not resume:
             info = self._info(backend, seed, placement, sharding)
+            if warm is not None:
+                info["init_from"] = warm.record()
             run.start(session.program, session.resolved, info)
             return state, 0
         state = self.checkpoints.restore(state)
@@ -185,6 +212,13 @@ class _Loop:
         self.console.print(f"resumed from step {start} of {run.checkpoints}")
         return state, start
 
+    def _params(self) -> dict[str, Any]:
+        """The model's params by name (every task's, a shared one once)."""
+        session = self.session
+        if isinstance(session, Joint):
+            return session.multi.params
+        return dict(session.graph.params)
+
     def _info(
         self,
         backend: str,
@@ -192,15 +226,16 @@ class _Loop:
         placement: Placement | None,
         sharding: ShardingPlan | None,
     ) -> dict[str, Any]:
-        session = self.session
-        return {
+        session, units = self.session, self.steps.units
+        first = next(iter(units.values())).session
+        info: dict[str, Any] = {
             "experiment": session.resolved.name,
-            "task": session.task,
+            "task": first.task,
             "backend": backend,
             "seed": seed,
-            "data_seed": session.pipeline.seed,
-            "params": sum(p.size for p in session.graph.params.values()),
-            "data": session.pipeline.summary(),
+            "data_seed": first.pipeline.seed,
+            "params": sum(p.size for p in self._params().values()),
+            "data": first.pipeline.summary(),
             "placement": None
             if placement is None
             else {"algorithm": placement.plan.algorithm, "devices": placement.used},
@@ -212,10 +247,29 @@ class _Loop:
                 "strategy": self.model.strategy,
             },
         }
+        if isinstance(self.steps, JointSteps):
+            mix = self.steps.mix
+            info["task"] = None
+            info["tasks"] = {
+                t: {
+                    "input": u.session.pipeline.name,
+                    "data_seed": u.session.pipeline.seed,
+                    "data": u.session.pipeline.summary(),
+                    "params": sum(p.size for p in u.session.graph.params.values()),
+                    "weight": mix.weights[t],
+                    "lr_scale": mix.lr_scale[t],
+                }
+                for t, u in units.items()
+            }
+            info["mix"] = {"by": mix.by, "weights": mix.weights, "lr_scale": mix.lr_scale}
+            info["shared"] = {
+                name: users for name, users in session.multi.owners().items() if len(users) > 1
+            }
+        return info
 
     # ---------------------------------------------------------------- steps
     def train(self, state: dict[str, Any], start: int, progress: bool) -> dict[str, Any]:
-        batches = self.session.pipeline.batches("train", start_step=start)
+        batches = self.steps.batches(start)
         bar = _progress(self.console, progress)
         announce = lambda signum: self.console.print(  # noqa: E731
             f"{NAMES.get(signum, signum)}: stopping after this step with a checkpoint "
@@ -224,10 +278,7 @@ class _Loop:
         with bar, StopRequests(announce) as stop:
             job = bar.add_task("train", total=self.total, completed=start, loss=math.nan, tps=0.0)
             for step in range(start, self.total):
-                batch = next(batches)
-                if self.candidates is not None:  # a sampled loss: the step's candidate words
-                    batch = self.candidates.attach(batch, step)
-                state, metrics = self.model.train_step(state, batch, self.rate(step))
+                state, metrics = self.steps.step(state, next(batches), self.rate(step))
                 done = step + 1
                 self.pending.append((done, metrics))
                 if done % self.log_every == 0 or done == self.total:
@@ -237,7 +288,13 @@ class _Loop:
                 bar.update(job, completed=done)
                 if self._eval_due(done):
                     dev = self.evaluate(state, done)
-                    self.console.print(f"step {done}: dev perplexity {dev['perplexity']:.2f}")
+                    shown = ", ".join(
+                        f"{t} {d['perplexity']:.2f}"
+                        if self.steps.several
+                        else f"{d['perplexity']:.2f}"
+                        for t, d in dev.items()
+                    )
+                    self.console.print(f"step {done}: dev perplexity {shown}")
                 if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total:
                     self.save(done, state)
                 asked = stop.signum is not None
@@ -263,31 +320,38 @@ class _Loop:
         if not self.pending:
             return
         tokens, since = self.window
-        fetched = [_fetched(m) for _, m in self.pending]
+        fetched = [
+            (s, {t: _fetched(m) for t, m in per_task.items()}) for s, per_task in self.pending
+        ]
         elapsed = time.perf_counter() - since
-        for (s, _), m in zip(self.pending, fetched, strict=True):
-            if m is None:  # its worker died holding them (an asynchronous run goes on)
-                self.console.print(f"note: step {s}'s metrics were lost with its worker")
-                continue
-            tokens += float(m["tokens"])
-            record = {
-                "step": s,
-                "split": "train",
-                "loss": float(m["loss"]),
-                "grad_norm": float(m["grad_norm"]),
-                "lr": self.rate(s - 1),
-            }
-            if s == done:
-                record["tokens_per_s"] = tokens / max(elapsed, 1e-9)
-            self.run.log(record)
-            self.history.append(record)
-            if not math.isfinite(record["loss"]):
-                self.pending.clear()
-                raise self._not_finite(s, record["loss"])
+        for s, per_task in fetched:
+            for task, m in per_task.items():
+                if m is None:  # its worker died holding them (an asynchronous run goes on)
+                    self.console.print(f"note: step {s}'s metrics were lost with its worker")
+                    continue
+                tokens += float(m["tokens"])
+                record: dict[str, Any] = {"step": s, "split": "train"}
+                if self.steps.several:
+                    record["task"] = task
+                record |= {
+                    "loss": float(m["loss"]),
+                    "grad_norm": float(m["grad_norm"]),
+                    "lr": self.rate(s - 1) * self._scale(task),
+                }
+                if s == done:
+                    record["tokens_per_s"] = tokens / max(elapsed, 1e-9)
+                self.run.log(record)
+                self.history.append(record)
+                if not math.isfinite(record["loss"]):
+                    self.pending.clear()
+                    raise self._not_finite(s, record["loss"], task)
         self.pending.clear()
         self.window = (0.0, time.perf_counter())
 
-    def _not_finite(self, step: int, loss: float) -> LossNotFinite:
+    def _scale(self, task: str) -> float:
+        return self.steps.mix.lr_scale[task] if isinstance(self.steps, JointSteps) else 1.0
+
+    def _not_finite(self, step: int, loss: float, task: str) -> LossNotFinite:
         last = self.checkpoints.latest()
         resolved = self.session.resolved
         where = (
@@ -295,8 +359,9 @@ class _Loop:
             if last is not None
             else "no checkpoint was written before it"
         )
+        of = f" of task `{task}`" if self.steps.several else ""
         return LossNotFinite(
-            f"the training loss became {loss} at step {step}; {where}",
+            f"the training loss{of} became {loss} at step {step}; {where}",
             span=resolved.span("train.optimizer") or resolved.span("train"),
             path=str(self.run.path),
             code="loss-not-finite",
@@ -310,11 +375,18 @@ class _Loop:
         if self.checkpoints.latest() != done:
             self.checkpoints.save(done, state)
 
-    def evaluate(self, state: dict[str, Any], step: int) -> dict[str, Any]:
-        pipeline = self.session.pipeline
-        dev = evaluate(self.model, state["params"], pipeline, "dev", self.eval_batches)
-        self.run.log({"step": step, "split": "dev", **dev})
-        return dev
+    def evaluate(self, state: dict[str, Any], step: int) -> dict[str, dict[str, Any]]:
+        """Each task's dev figures (a task without dev data is left out), logged."""
+        out = {}
+        for task, unit in self.steps.units.items():
+            if not unit.has_dev:
+                continue
+            params = unit.params(state["params"])
+            dev = evaluate(unit.model, params, unit.session.pipeline, "dev", self.eval_batches)
+            tag = {"task": task} if self.steps.several else {}
+            self.run.log({"step": step, "split": "dev", **tag, **dev})
+            out[task] = dev
+        return out
 
 
 def _placement(session: Session, engine: Backend, console: Console) -> Placement | None:
@@ -363,10 +435,9 @@ def _collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args
         ) from None
 
 
-def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None:
+def _check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Cluster) -> None:
     """`distribution.sync` against the backend and the processes: asynchronous training runs on
     TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async."""
-    resolved = session.resolved
     span = resolved.span("distribution.sync")
     asks_async = resolved.config["distribution"]["sync"] == "async"
     servers = "ps" in cluster.spec
@@ -402,6 +473,30 @@ def _check_strategy(session: Session, engine: Backend, cluster: Cluster) -> None
             code="sync-with-parameter-servers",
             hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
             "without --ps",
+        )
+
+
+def _check_joint(joint: Joint, cluster: Cluster) -> None:
+    """A multi-task model trains on one device of one process (each task's steps over the
+    shared params); what it does not do yet is refused at the line that asks for it."""
+    resolved, cfg = joint.resolved, joint.train_config
+    dist = resolved.config["distribution"]
+    why, span = None, None
+    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
+        why, span = "a mesh of devices or several processes", resolved.span("distribution.mesh")
+    elif dist["placement"].kind != "single":
+        why = f"`placement = {dist['placement'].kind}` (plan it with `seqc place`)"
+        span = resolved.span("distribution.placement")
+    elif cfg["mix_by"] == "sum" and cfg["optimizer"].args.get("lazy_rows"):
+        why, span = 'lazy rows with `mix_by = "sum"`', resolved.span("train.optimizer")
+    if why is not None:
+        raise CheckError(
+            f"a multi-task model trains on one device of one process; {why} is not implemented "
+            "for it",
+            span=span or resolved.span("train"),
+            code="not-implemented",
+            hint="train the tasks on one device (distribution.mesh = {data: 1}, placement = "
+            "single), or train one task per experiment",
         )
 
 

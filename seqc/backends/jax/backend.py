@@ -14,10 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.api import CheckpointStore, Cluster, Model, Placement, StepFunctions, Weights
+from seqc.backends.api import (
+    CheckpointStore,
+    Cluster,
+    JointModel,
+    Model,
+    Placement,
+    StepFunctions,
+    Weights,
+)
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError
 
@@ -55,6 +64,18 @@ class JaxBackend:
             where = f"this run's {jax.process_count()} JAX process(es)"
             check_devices(sharding, jax.device_count(), where)
         return JaxModel(task, train, sharding)
+
+    def joint_model(
+        self,
+        multi: MultiTask,
+        train: Mapping[str, Any],
+        weights: Mapping[str, float],
+        *,
+        jit_compile: bool = False,
+    ) -> JointModel:
+        from seqc.backends.jax.multitask import JaxJointModel
+
+        return JaxJointModel(multi, train, weights)
 
     def start(self, cluster: Cluster) -> None:
         """`jax.distributed.initialize` for a run of several processes: with the launcher's or

@@ -14,10 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.api import CheckpointStore, Cluster, Model, Placement, StepFunctions, Weights
+from seqc.backends.api import (
+    CheckpointStore,
+    Cluster,
+    JointModel,
+    Model,
+    Placement,
+    StepFunctions,
+    Weights,
+)
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan
 from seqc.spec.errors import DeviceError
 
@@ -37,6 +46,18 @@ class TfBackend:
         processes (`multiworker.join`), and its collectives (`multiworker.Collectives`)."""
         self._collectives: Any = None
         self._cluster = Cluster()
+
+    def joint_model(
+        self,
+        multi: MultiTask,
+        train: Mapping[str, Any],
+        weights: Mapping[str, float],
+        *,
+        jit_compile: bool = False,
+    ) -> JointModel:
+        from seqc.backends.tf.multitask import TfJointModel
+
+        return TfJointModel(multi, train, weights, int(train["seed"]), jit_compile=jit_compile)
 
     def model(
         self,

@@ -40,11 +40,22 @@ ASIDE = ".corrupt"
 def _trackable(state: dict[str, Any]) -> tf.train.Checkpoint:
     """The object graph a TF checkpoint records: dicts of variables by layer path."""
     opt = state["opt"]
+
+    def track(o: Any) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(count=o.count, slots=o.slots)
+
+    # A multi-task model that steps one task at a time has an optimizer per task, and a step
+    # count per task (its dropout seeds): `seqc.backends.tf.multitask`.
+    per_task = isinstance(opt, dict)
+    extra = {"task_steps": state["task_steps"]} if "task_steps" in state else {}
     return tf.train.Checkpoint(
         params=state["params"],
         step=state["step"],
         seed=state["seed"],
-        opt=tf.train.Checkpoint(count=opt.count, slots=opt.slots),
+        opt=tf.train.Checkpoint(**{t: track(o) for t, o in opt.items()})
+        if per_task
+        else track(opt),
+        **extra,
     )
 
 

@@ -54,7 +54,10 @@ class TfModel:
         *,
         jit_compile: bool = False,
         placement: Mapping[int, str] | None = None,
+        variables: Mapping[str, tf.Variable] | None = None,
     ) -> None:
+        """`variables`: params by name that this model reads and updates but does not own
+        (a multi-task model's, shared between its tasks' models, `seqc.backends.tf.multitask`)."""
         self.task = task
         self.graph = graph = task.graph
         self.train_config = train
@@ -65,8 +68,11 @@ class TfModel:
 
             check(placement.values())  # now, not at the first trace
         self.placement = dict(placement) if placement else None
+        given = variables or {}
         self.params: dict[str, tf.Variable] = {
-            name: tf.Variable(
+            name: given[name]
+            if name in given
+            else tf.Variable(
                 tf.zeros([int(d) for d in p.type.shape], tf.float32), name=name, trainable=True
             )
             for name, p in graph.params.items()

@@ -17,18 +17,25 @@ The model (`../shared/research/baechi.md` §1-2, Baechi's forward-only placement
   the original op ids and layer paths they came from.
 
 Devices are taken as identical (as in Baechi): node times use the slowest listed device.
+
+Several tasks trained as one model (`seqc.compiler.multitask`) are one graph, the union of the
+tasks' forwards, with a `Segment` per task: its op ids and its batch dims. Each task's output is
+a sink whose loss starts its part of the backward pass, folded into its ops as above; a shared
+param is one tensor, held once by its first reader like a tied weight, and sent to the readers
+of the other tasks (the same edge carries their gradients back, as every edge stands for its
+forward and backward transfer).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from seqc.compiler.cost import _FREE, op_flops, size
-from seqc.compiler.graph import DTYPE_BYTES, Graph
+from seqc.compiler.graph import DTYPE_BYTES, Graph, Op
 from seqc.compiler.placement.problem import UNLIMITED, Comm, CommModel, Device, Edge, Node, Problem
 from seqc.spec.errors import UsageError
 from seqc.spec.types import parse_size
@@ -65,6 +72,17 @@ class DeviceSpec:
     """Seconds per transfer, besides its bytes."""
 
 
+@dataclass(frozen=True)
+class Segment:
+    """The ops of one task in a graph of several (`MultiTask.union_graph`)."""
+
+    task: str
+    ops: range
+    """Its op ids in the graph."""
+    dims: Mapping[str, int]
+    """Its sizes of the symbolic dims (each task feeds its own batches)."""
+
+
 @dataclass
 class GraphProblem(Problem):
     """A `Problem` built from an op graph, with the way back from each node to the graph."""
@@ -77,6 +95,12 @@ class GraphProblem(Problem):
     """The sizes the symbolic dims were bound to."""
     node_of: dict[int, int] = field(default_factory=dict)
     """Original op id -> node id."""
+    params: dict[str, int] = field(default_factory=dict)
+    """Param -> the node that holds it (its value, gradient and optimizer slots), once."""
+    segments: list[Segment] = field(default_factory=list)
+    """The tasks of a multi-task graph, in op order; empty for one task's graph."""
+    tasks: list[tuple[str, ...]] = field(default_factory=list)
+    """Tasks whose ops each node holds (with segments; else empty)."""
 
 
 def device_specs(devices: Sequence[Any] | None) -> list[DeviceSpec]:
@@ -132,9 +156,9 @@ def comm_for(specs: Sequence[DeviceSpec], model: CommModel = "sequential") -> Co
     return Comm(model=model, latency_us=latency_us, bytes_per_us=link / 1e6)
 
 
-def _check_dims(graph: Graph, dims: Mapping[str, int]) -> None:
+def _check_dims(ops: Iterable[Op], dims: Mapping[str, int]) -> None:
     missing: set[str] = set()
-    for op in graph.ops:
+    for op in ops:
         for d in op.type.shape:
             if isinstance(d, str):
                 missing |= set(re.findall(r"[A-Za-z_]\w*", d)) - {"ceil"} - set(dims)
@@ -159,6 +183,7 @@ def problem_from_graph(
     *,
     fuse: bool = True,
     retain_activations: bool = False,
+    segments: Sequence[Segment] = (),
 ) -> GraphProblem:
     """The placement problem of one training step of `graph` on `devices_config`.
 
@@ -167,16 +192,24 @@ def problem_from_graph(
     `fuse=False` keeps one node per non-leaf op (no grouping), for inspection.
     `retain_activations`: also count each op's activation as persistent, as a training step
     keeps it for backward (off by default, as in Baechi's forward-only memory model).
+    `segments`: the tasks of a multi-task graph; each one's ops take its dims (the others
+    `batch_dims`).
     """
     dims = dict(DEFAULT_DIMS if batch_dims is None else batch_dims)
-    _check_dims(graph, dims)
+    ops = graph.ops
+    n_ops = len(ops)
+    dims_of: list[dict[str, int]] = [dims] * n_ops
+    for seg in segments:
+        seg_dims = dict(seg.dims)
+        for v in seg.ops:
+            dims_of[v] = seg_dims
+        _check_dims((ops[v] for v in seg.ops), seg_dims)
+    _check_dims((op for op in ops if dims_of[op.id] is dims), dims)
     specs = device_specs(devices_config)
     flops_s = min(s.flops for s in specs)
     bw_s = min(s.bandwidth for s in specs)
-    ops = graph.ops
-    n_ops = len(ops)
 
-    act = [size(op.type.shape, dims) * DTYPE_BYTES[op.type.dtype] for op in ops]
+    act = [size(op.type.shape, dims_of[op.id]) * DTYPE_BYTES[op.type.dtype] for op in ops]
     readers: list[list[int]] = [[] for _ in range(n_ops)]
     for op in ops:
         if op.kind in _SHAPE_ONLY:
@@ -211,7 +244,7 @@ def problem_from_graph(
             persistent[host[v]] += act[v]
         if not is_unit[v] or op.kind in LEAVES:
             continue
-        f = op_flops(op, graph, dims)
+        f = op_flops(op, graph, dims_of[v])
         moved = 0 if op.kind in _FREE else act[v] + sum(act[u] for u in dict.fromkeys(op.inputs))
         compute[v] += (1 + BACKWARD_FACTOR) * max(f / flops_s, moved / bw_s)
         if op.type.dtype.startswith(("float", "bfloat")) and op.kind != "input":
@@ -339,6 +372,7 @@ def problem_from_graph(
         )
         op_lists.append(tuple(mem))
         layer_lists.append(layers)
+    task_of = {v: seg.task for seg in segments for v in seg.ops}
     edges = [Edge(a, b, sum(ts.values())) for (a, b), ts in sorted(edge_tensors.items())]
     return GraphProblem(
         nodes=nodes,
@@ -349,6 +383,11 @@ def problem_from_graph(
         layers=layer_lists,
         dims=dims,
         node_of=node_of,
+        params={name: node_of[v] for name, v in owner.items()},
+        segments=list(segments),
+        tasks=[tuple(dict.fromkeys(task_of[o] for o in mem if o in task_of)) for mem in op_lists]
+        if segments
+        else [],
     )
 
 

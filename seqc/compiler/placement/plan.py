@@ -2,25 +2,34 @@
 
 `seqc place` prints it; `seqc train` runs it (on backends that place ops). Both call `place`
 here, so the plan a user inspects is the plan that trains. A plan maps each op of the forward
-graph to a device index; backends turn indices into their own devices.
+graph to a device index; backends turn indices into their own devices. A multi-task model is
+placed whole (`place_joint`): one step of every task, over the union of their graphs.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqc.compiler.graph import Graph
 from seqc.compiler.placement import algorithms
 from seqc.compiler.placement.checker import check
-from seqc.compiler.placement.from_graph import DEFAULT_DIMS, GraphProblem, problem_from_graph
+from seqc.compiler.placement.from_graph import (
+    DEFAULT_DIMS,
+    GraphProblem,
+    Segment,
+    problem_from_graph,
+)
 from seqc.compiler.placement.problem import Plan, Problem
 from seqc.compiler.placement.simulate import simulate
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.spec.errors import UsageError
 from seqc.spec.ir import Span
+
+if TYPE_CHECKING:
+    from seqc.compiler.multitask import MultiTask
 
 ALGORITHMS = ("m_topo", "m_etf", "m_sct", "single", "manual")
 
@@ -60,6 +69,56 @@ def place(
     keep_activations: bool = False,
 ) -> Placement:
     """Plan one training step of `graph` with the experiment's placement (or `algorithm`)."""
+    return _place(
+        graph,
+        resolved,
+        batch_dims(resolved, task),
+        algorithm,
+        fuse=fuse,
+        keep_activations=keep_activations,
+    )
+
+
+def place_joint(
+    multi: MultiTask,
+    resolved: ResolvedExperiment,
+    algorithm: str | None = None,
+    *,
+    fuse: bool = True,
+    keep_activations: bool = False,
+) -> Placement:
+    """Plan one training step of every task of a multi-task model: the union of their forward
+    graphs (`MultiTask.union_graph`), each task's ops sized by its own batches, each shared
+    param held once. The plan's op ids are the union graph's."""
+    graph = multi.union_graph()
+    segments, first = [], 0
+    for name, task in multi.tasks.items():  # union_graph lays the tasks out in this order
+        n = len(task.graph.ops)
+        segments.append(Segment(name, range(first, first + n), batch_dims(resolved, name)))
+        first += n
+    assert first == len(graph.ops), "union_graph's op ids are the tasks' in task order"
+    largest = {k: max(seg.dims[k] for seg in segments) for k in segments[0].dims}
+    return _place(
+        graph,
+        resolved,
+        largest,
+        algorithm,
+        fuse=fuse,
+        keep_activations=keep_activations,
+        segments=segments,
+    )
+
+
+def _place(
+    graph: Graph,
+    resolved: ResolvedExperiment,
+    dims: dict[str, int],
+    algorithm: str | None,
+    *,
+    fuse: bool,
+    keep_activations: bool,
+    segments: Sequence[Segment] = (),
+) -> Placement:
     dist = resolved.config["distribution"]
     asked = dist["placement"]
     span = resolved.span("distribution.placement")
@@ -85,9 +144,10 @@ def place(
         dist["devices"],
         comm=dist["comm"],
         optimizer_slots=optimizer_slots(resolved.config["train"]["optimizer"]),
-        batch_dims=batch_dims(resolved, task),
+        batch_dims=dims,
         fuse=fuse and kind != "manual",  # fusion may join layers a manual plan splits
         retain_activations=keep_activations,
+        segments=segments,
     )
     plan = run_placement(problem, kind, args, span)
     check(problem, plan)

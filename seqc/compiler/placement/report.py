@@ -2,15 +2,21 @@
 
 Memory over time follows the checker's model (`checker.py`): persistent bytes for the whole
 step, temporary bytes while an op runs, an output until its last reader has used it, one copy
-per receiving device. The figures here are for reading; `check` is the judge.
+per receiving device. The figures here are for reading; `check` is the judge. A multi-task
+model's plan also says where each task's ops run and where each share's params are held
+(`tasks_summary`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from seqc.compiler.graph import DTYPE_BYTES
 from seqc.compiler.placement.problem import UNLIMITED, Plan, Problem
+
+if TYPE_CHECKING:
+    from seqc.compiler.multitask import MultiTask
 
 JSON_VERSION = 1
 """Bumped when a field of `plan_json` changes meaning or goes away; new fields do not bump it."""
@@ -107,11 +113,53 @@ def summary(problem: Problem, plan: Plan) -> str:
     return "\n".join(rows)
 
 
+def tasks_summary(problem: Problem, plan: Plan, multi: MultiTask) -> str:
+    """For the plan of a multi-task model (`place_joint`): each task's graph ops per device
+    (leaves included), each share's params and the devices that hold them (once, at their first
+    reader), and the model's params against what the tasks alone would hold."""
+    segments = getattr(problem, "segments", [])
+    held: dict[str, int] = getattr(problem, "params", {})
+    devices = [d.name for d in problem.devices]
+    device_of = {
+        op: plan.device[v] for v, ops in enumerate(getattr(problem, "ops", [])) for op in ops
+    }
+    nbytes = {n: p.size * DTYPE_BYTES[p.type.dtype] for n, p in multi.params.items() if n in held}
+    width = max([5, *(len(seg.task) for seg in segments), *(len(s) for s in multi.shares)])
+    rows = [f"{'task':<{width}} {'ops':>6}" + "".join(f" {d:>12}" for d in devices)]
+    for seg in segments:
+        per = [0] * len(devices)
+        for op in seg.ops:
+            per[device_of[op]] += 1
+        rows.append(f"{seg.task:<{width}} {len(seg.ops):>6}" + "".join(f" {n:>12}" for n in per))
+    if multi.shares:
+        rows.append(f"{'share':<{width}} {'tensors':>7} {'bytes':>12}  {'tasks':<16} held on")
+        for share, uses in multi.shares.items():
+            mine = [n for n in nbytes if n == share or n.startswith(share + ".")]
+            on = sorted({plan.device[held[n]] for n in mine})
+            tasks = ", ".join(u.split(".", 1)[0] for u in uses)
+            rows.append(
+                f"{share:<{width}} {len(mine):>7} {_size(sum(nbytes[n] for n in mine)):>12}  "
+                f"{tasks:<16} {', '.join(devices[d] for d in on) or '-'}"
+            )
+    owners = multi.owners()
+    alone = [(n, len(owners[n])) for n in nbytes]
+    rows.append(
+        f"params: {len(nbytes)} tensors ({_size(sum(nbytes.values()))}), each held once; the "
+        f"tasks alone would hold {sum(k for _, k in alone)} "
+        f"({_size(sum(nbytes[n] * k for n, k in alone))})"
+    )
+    return "\n".join(rows)
+
+
 def plan_json(problem: Problem, plan: Plan) -> dict[str, Any]:
     """The plan as plain data (`json.dump`-able). Times are µs, sizes bytes; a memory limit of
-    null means unlimited. Ops built from an op graph also list their original op ids."""
+    null means unlimited. Ops built from an op graph also list their original op ids; those of
+    a multi-task model their tasks, and `tasks` gives each task's op ids (`[start, stop)`) and
+    batch dims."""
     ops_of = getattr(problem, "ops", None)
     layers_of = getattr(problem, "layers", None)
+    tasks_of = getattr(problem, "tasks", None)
+    segments = getattr(problem, "segments", None)
     ops = []
     for v, node in enumerate(problem.nodes):
         entry: dict[str, Any] = {
@@ -135,7 +183,15 @@ def plan_json(problem: Problem, plan: Plan) -> dict[str, Any]:
             entry["graph_ops"] = list(ops_of[v])
         if layers_of:
             entry["layers"] = list(layers_of[v])
+        if tasks_of:
+            entry["tasks"] = list(tasks_of[v])
         ops.append(entry)
+    extra: dict[str, Any] = {}
+    if segments:  # a multi-task model: each task's op ids and batch dims
+        extra["tasks"] = {
+            seg.task: {"graph_ops": [seg.ops.start, seg.ops.stop], "dims": dict(seg.dims)}
+            for seg in segments
+        }
     return {
         "version": JSON_VERSION,
         "algorithm": plan.algorithm,
@@ -161,6 +217,7 @@ def plan_json(problem: Problem, plan: Plan) -> dict[str, Any]:
         "makespan": plan.makespan,
         "lower_bound": plan.lower_bound,
         "placement_seconds": plan.seconds,
+        **extra,
     }
 
 

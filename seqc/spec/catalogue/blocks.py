@@ -125,6 +125,33 @@ block(
     param("checkpoint_every", EVERY, 1000, "Save a checkpoint every this many steps; 0 for none."),
     param("eval_every", EVERY, 500, "Evaluate on dev data every this many steps; 0 for never."),
     param("log_every", EVERY, 100, "Log training loss and speed every this many steps."),
+    param(
+        "mix",
+        map_of(STR, FLOAT.within(NON_NEGATIVE)),
+        {},
+        'Several tasks: each task\'s share of the steps (or loss weight for mix_by = "sum"), '
+        "e.g. {en_es: 0.5, es_en: 0.5}; empty takes each task's `weight`.",
+    ),
+    param(
+        "mix_by",
+        one_of("sample", "round_robin", "sum"),
+        "sample",
+        "Several tasks: draw one task per step by its weight, interleave them in proportion "
+        "to their weights (deterministic), or take one step on the weighted sum of all losses.",
+    ),
+    param(
+        "lr_scale",
+        map_of(STR, FLOAT.within(POSITIVE)),
+        {},
+        "Several tasks: a task's learning rate as a multiple of the schedule's (default 1).",
+    ),
+    param(
+        "init_from",
+        opt(kind("init")),
+        None,
+        'Warm start: load tensors of another run\'s checkpoint, e.g. checkpoint("runs/x", map = '
+        '{"encoder.*": "encoder.*"}); none initialises every param fresh.',
+    ),
 )
 
 MESH_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "model")

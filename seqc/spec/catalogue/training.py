@@ -33,10 +33,12 @@ from seqc.spec.types import (
     INT,
     NON_NEGATIVE,
     POSITIVE,
+    STR,
     Type,
     between,
     kind,
     list_of,
+    map_of,
     one_of,
     optional,
     union,
@@ -68,6 +70,7 @@ REGISTRY.docs.update(
         "metric": "Evaluation numbers for the `metrics` list of a task.",
         "decode": "Generation strategies for the `decode` field of a task.",
         "proposal": "Distributions that sampled losses draw their candidate words from.",
+        "init": "Where a warm start (`train.init_from`) takes its initial weights from.",
     }
 )
 
@@ -437,4 +440,24 @@ declare(
     ),
     param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
     positional=("width",),
+)
+
+# --- warm starts -------------------------------------------------------------------------------
+
+declare(
+    "init",
+    "checkpoint",
+    "The tensors of another run's checkpoint (either backend's), loaded by layer-path patterns: "
+    "each `map` entry takes the checkpoint's tensors matching the key (a glob; `*` matches "
+    "within and across dots) to the model's params named by the value, `*` standing for what "
+    "the key's `*` matched. Params no entry reaches are initialised fresh.",
+    param("path", STR, doc="A run directory or a checkpoints folder, relative to the spec."),
+    param(
+        "map",
+        map_of(STR, STR),
+        {"*": "*"},
+        'Checkpoint pattern: model pattern, e.g. {"encoder.*": "encoder.*"}; default every tensor.',
+    ),
+    param("step", optional(NATURAL), None, "The checkpoint's step; none takes the newest."),
+    positional=("path",),
 )
