@@ -70,7 +70,10 @@ def read_shares(
     shares (nor a layer inside another share's)."""
     shares: dict[str, list[Use]] = {}
     owner: dict[tuple[str, str], str] = {}
-    for path, value, span in stmts:
+    # An experiment that extends another adds shares to its parent's; one of the same name
+    # replaces the parent's (the last statement of a name wins, as for any setting).
+    last = {path[1:2]: (path, value, span) for path, value, span in stmts}
+    for path, value, span in last.values():
         if len(path) != 2:
             raise ResolveError(
                 "a share is `share { NAME = [task.layer, task.layer] }`",

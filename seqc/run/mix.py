@@ -108,7 +108,8 @@ class Mix:
         while True:
             for t in self.tasks:  # smooth weighted round robin
                 credit[t] += self.weights[t]
-            pick = max(self.tasks, key=lambda t: credit[t])  # ties: the first task listed
+            top = max(credit.values()) - 1e-9  # ties (to rounding): the first task listed
+            pick = next(t for t in self.tasks if credit[t] >= top)
             credit[pick] -= 1.0
             if step >= start:
                 yield (pick,)
