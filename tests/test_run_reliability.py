@@ -188,9 +188,15 @@ def test_a_resume_with_other_settings_is_refused_before_any_write(
     # old behaviour), but not with the new param set otherwise
     record = json.loads((run / "resolved.json").read_text())
     del record["config"]["train"]["optimizer"]["args"]["lazy_rows"]
+    # ... and one from before multi-task models: no mix fields, no shares
+    for name in ("mix", "mix_by", "lr_scale", "init_from"):
+        del record["config"]["train"][name]
+    del record["config"]["share"]
     (run / "resolved.json").write_text(json.dumps(record))
     newer = _train(spec, run, "train.steps=6", "train.optimizer.lazy_rows=true", resume=True)
     assert newer.exit_code == 2 and "lazy_rows: (unset) when the run started, true" in newer.output
+    mixed = _train(spec, run, "train.steps=6", 'train.mix_by="sum"', resume=True)
+    assert mixed.exit_code == 2 and "train.mix_by: (unset) when the run started" in mixed.output
     again = _train(spec, run, "train.steps=6", resume=True)  # steps may change: extend a run
     assert again.exit_code == 0, again.output
     info = json.loads((run / "run.json").read_text())

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from seqc.resolve.experiment import ResolvedExperiment
+from seqc.resolve.experiment import BLOCKS, ResolvedExperiment
 from seqc.resolve.values import CallValue, to_json
 from seqc.spec.errors import FileError, UsageError
 from seqc.spec.kinds import REGISTRY
@@ -23,6 +23,7 @@ ALLOWED = (
     "train.log_every",
     "train.eval_every",
     "train.checkpoint_every",
+    "train.init_from",
     "distribution.",
     "export.",
     "description",
@@ -62,17 +63,23 @@ def changes(stored: dict[str, Any], resolved: ResolvedExperiment) -> list[tuple[
 
 
 def _added_default(resolved: ResolvedExperiment, path: str, value: str) -> bool:
-    """True when `path` is an arg of a call that this version of seqc gives a param the run's
-    version did not have, at its default: the run trains as it did (e.g. `adam`'s
-    `lazy_rows`, added after runs had started, is false unless asked for)."""
+    """True when `path` is an arg of a call (or a field of a block) that this version of seqc
+    has and the run's version did not, at its default: the run trains as it did (e.g. `adam`'s
+    `lazy_rows`, added after runs had started, is false unless asked for; `train.mix` is
+    empty)."""
     owner, _, name = path.rpartition(".")
     try:
         call = resolved.get(owner) if owner else None
     except (KeyError, IndexError, ValueError, TypeError):
         return False
-    if not isinstance(call, CallValue):
+    if path == "share":  # no shared layers: what a run from before multi-task models had
+        return value == "{}"
+    if isinstance(call, dict) and owner in BLOCKS:  # a block field added since, at its default
+        kind = REGISTRY.get("block", owner)
+    elif isinstance(call, CallValue):
+        kind = REGISTRY.get(call.namespace, call.kind)
+    else:
         return False
-    kind = REGISTRY.get(call.namespace, call.kind)
     spec = kind.param(name) if kind is not None else None
     if spec is None or spec.required:
         return False

@@ -36,11 +36,8 @@ from rich.progress import (
 
 from seqc.backends import registry
 from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, fetch
-from seqc.backends.weights import read_weights
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
-from seqc.compiler.sparse_rows import lazy_tables
-from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.mix import Mix
@@ -48,8 +45,9 @@ from seqc.run.rundir import RunDir
 from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.session import Joint, Session
 from seqc.run.stepper import JointSteps, TaskSteps
+from seqc.run.train_checks import check_joint, check_lazy_rows, check_resumable, check_strategy
 from seqc.run.warm_start import warm_start
-from seqc.spec.errors import CheckError, DeviceError, SeqcError, UsageError
+from seqc.spec.errors import CheckError, DeviceError, SeqcError
 
 
 class LossNotFinite(SeqcError):
@@ -98,21 +96,21 @@ def train(
     run = RunDir(run_dir, writer=cluster.primary)
     run.check(session.resolved, resume)
     if resume:
-        _check_resumable(run.checkpoints, engine)
-    _check_strategy(session.resolved, engine, cluster)
+        check_resumable(run.checkpoints, engine)
+    check_strategy(session.resolved, engine, cluster)
     seed = int(cfg["seed"])
     warn = lambda text: console.print(f"warning: {text}", soft_wrap=True)  # noqa: E731
     steps: TaskSteps | JointSteps
     if isinstance(session, Joint):
         mix = Mix.of(session.resolved)
-        _check_joint(session, cluster)
+        check_joint(session, cluster)
         placement, sharding = None, None
         joint = engine.joint_model(session.multi, cfg, mix.weights, **(model_options or {}))
         console.print(mix.describe())
         steps = JointSteps(session, joint, mix, seed, warn)
         model: Any = joint
     else:
-        _check_lazy_rows(session, cluster, console)
+        check_lazy_rows(session, cluster, console)
         placement = _placement(session, engine, console)
         sharding = _sharding(session, placement)
         devices = None if placement is None else placement.devices
@@ -276,7 +274,7 @@ class _Loop:
             "(again to abort at once, losing the steps since the last checkpoint)"
         )
         with bar, StopRequests(announce) as stop:
-            job = bar.add_task("train", total=self.total, completed=start, loss=math.nan, tps=0.0)
+            job = bar.add_task("train", total=self.total, completed=start, loss="nan", tps=0.0)
             for step in range(start, self.total):
                 state, metrics = self.steps.step(state, next(batches), self.rate(step))
                 done = step + 1
@@ -284,7 +282,7 @@ class _Loop:
                 if done % self.log_every == 0 or done == self.total:
                     self.flush(done)
                     last = self.history[-1]
-                    bar.update(job, loss=last["loss"], tps=last.get("tokens_per_s", 0.0))
+                    bar.update(job, loss=self._losses(), tps=last.get("tokens_per_s", 0.0))
                 bar.update(job, completed=done)
                 if self._eval_due(done):
                     dev = self.evaluate(state, done)
@@ -347,6 +345,18 @@ class _Loop:
                     raise self._not_finite(s, record["loss"], task)
         self.pending.clear()
         self.window = (0.0, time.perf_counter())
+
+    def _losses(self) -> str:
+        """The latest training loss, or each task's latest (a multi-task run), for the bar."""
+        if not self.steps.several:
+            return f"{self.history[-1]['loss']:.3f}"
+        latest: dict[str, float] = {}
+        for record in reversed(self.history):
+            if record.get("split") == "train" and "task" in record:
+                latest.setdefault(record["task"], record["loss"])
+            if len(latest) == len(self.steps.units):
+                break
+        return " ".join(f"{t} {latest[t]:.3f}" for t in self.steps.units if t in latest)
 
     def _scale(self, task: str) -> float:
         return self.steps.mix.lr_scale[task] if isinstance(self.steps, JointSteps) else 1.0
@@ -435,112 +445,12 @@ def _collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args
         ) from None
 
 
-def _check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Cluster) -> None:
-    """`distribution.sync` against the backend and the processes: asynchronous training runs on
-    TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async."""
-    span = resolved.span("distribution.sync")
-    asks_async = resolved.config["distribution"]["sync"] == "async"
-    servers = "ps" in cluster.spec
-    if asks_async and not engine.trains_async:
-        raise CheckError(
-            f'`sync = "async"` trains with parameter servers, which the {engine.title} backend '
-            "does not have",
-            span=span,
-            code="cannot-train-async",
-            hint='train with --backend tf, or set distribution.sync = "sync"',
-        )
-    if asks_async and not servers:
-        raise CheckError(
-            '`sync = "async"` needs parameter servers and workers, and this run has none',
-            span=span,
-            code="no-parameter-servers",
-            hint="start it with seqc launch -n 2 --ps 1 -- train ..., or on a cluster whose "
-            "TF_CONFIG names a chief, workers and ps",
-        )
-    placement = resolved.config["distribution"]["placement"]
-    if asks_async and placement.kind != "single":
-        raise CheckError(
-            f"asynchronous training runs each step whole on a worker; it cannot place ops by "
-            f"`placement = {placement.kind}`",
-            span=resolved.span("distribution.placement"),
-            code="cannot-place",
-            hint="set distribution.placement = single",
-        )
-    if servers and not asks_async:
-        raise CheckError(
-            "this run's cluster has parameter servers, but the experiment trains synchronously",
-            span=span,
-            code="sync-with-parameter-servers",
-            hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
-            "without --ps",
-        )
-
-
-def _check_joint(joint: Joint, cluster: Cluster) -> None:
-    """A multi-task model trains on one device of one process (each task's steps over the
-    shared params); what it does not do yet is refused at the line that asks for it."""
-    resolved, cfg = joint.resolved, joint.train_config
-    dist = resolved.config["distribution"]
-    why, span = None, None
-    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
-        why, span = "a mesh of devices or several processes", resolved.span("distribution.mesh")
-    elif dist["placement"].kind != "single":
-        why = f"`placement = {dist['placement'].kind}` (plan it with `seqc place`)"
-        span = resolved.span("distribution.placement")
-    elif cfg["mix_by"] == "sum" and cfg["optimizer"].args.get("lazy_rows"):
-        why, span = 'lazy rows with `mix_by = "sum"`', resolved.span("train.optimizer")
-    if why is not None:
-        raise CheckError(
-            f"a multi-task model trains on one device of one process; {why} is not implemented "
-            "for it",
-            span=span or resolved.span("train"),
-            code="not-implemented",
-            hint="train the tasks on one device (distribution.mesh = {data: 1}, placement = "
-            "single), or train one task per experiment",
-        )
-
-
 def _fetched(metrics: Any) -> dict[str, Any] | None:
     """A step's metrics, or None when the backend lost them with a worker (`MetricsLost`)."""
     try:
         return fetch(metrics)
     except MetricsLost:
         return None
-
-
-def _check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:
-    """`adam(lazy_rows = true)` runs on one device of one process, one step per update; say
-    which params it updates by rows (`seqc.compiler.sparse_rows`)."""
-    resolved, cfg, compiled = session.resolved, session.train_config, session.compiled
-    if not (cfg["optimizer"].kind == "adam" and cfg["optimizer"].args.get("lazy_rows")):
-        return
-    span = resolved.span("train.optimizer") or resolved.span("train")
-    dist = resolved.config["distribution"]
-    why = None
-    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
-        why = "a mesh of devices or several processes (each would touch other rows)"
-    elif dist["placement"].kind != "single":
-        why = f"`placement = {dist['placement'].kind}` (ops placed on several devices)"
-    elif int(cfg.get("accumulate", 1)) > 1:
-        why = "gradient accumulation (train.accumulate > 1)"
-    if why is not None:
-        raise CheckError(
-            f"adam(lazy_rows = true) is implemented for one device and one update per step, "
-            f"not for {why}",
-            span=span,
-            code="not-implemented",
-            hint="set lazy_rows = false (the dense update), or train on one device",
-        )
-    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
-    if tables:
-        shown = ", ".join(f"{n} ({spec.gathers} gathers)" for n, spec in tables.items())
-        console.print(f"lazy rows: {shown} update only the rows each step gathers")
-    else:
-        console.print(
-            "warning: lazy_rows = true, but every param is read by more than gathers "
-            "(no embedding table or sampled output layer); all update densely",
-            soft_wrap=True,
-        )
 
 
 def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | None:
@@ -563,36 +473,12 @@ def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | N
     return plan
 
 
-def _check_resumable(directory: Path, engine: Backend) -> None:
-    """A run resumes only from a full checkpoint of its own backend (optimizer state included)."""
-    if not directory.is_dir() or not any(directory.iterdir()):
-        return
-    written_by = registry.checkpoint_backend(directory)
-    if written_by.name != engine.name:
-        raise UsageError(
-            f"the checkpoints in {directory} were written by the {written_by.title} backend; a "
-            "run resumes only on the backend that wrote it",
-            code="backend-mismatch",
-            expected=written_by.name,
-            found=engine.name,
-            hint=f"resume with --backend {written_by.name}, or start a new run directory (use "
-            f"`seqc convert` to move the weights)",
-        )
-    if not read_weights(directory).full_state:
-        raise UsageError(
-            f"the checkpoint in {directory} holds weights only (converted), not the optimizer "
-            "state a resumed run needs",
-            code="weights-only",
-            hint="evaluate or decode from it, or train from scratch in a new run directory",
-        )
-
-
 def _progress(console: Console, enabled: bool) -> Progress:
     return Progress(
         TextColumn("[bold]step"),
         MofNCompleteColumn(),
         BarColumn(),
-        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("loss {task.fields[loss]}"),
         TextColumn("{task.fields[tps]:,.0f} tok/s"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
