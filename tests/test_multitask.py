@@ -364,6 +364,15 @@ def test_export_writes_one_artifact_per_task_with_only_its_weights(
     assert any(n.startswith("b.out") for n in names)
     assert any(n.startswith("embed") for n in names)  # the shared table travels with b
     assert not any(n.startswith("a.") for n in names)
+    # decoding with it checks it against the spec's task (by default the one it holds)
+    artifact = str(models[0].parent)
+    lines = spec.parent / "one.txt"
+    lines.write_text("the cat\n")
+    base = ["decode", str(spec), "-e", "two", "--artifact", artifact, "--input", str(lines)]
+    base += ["--cache-dir", str(spec.parent / "c")]
+    assert runner.invoke(app, base).exit_code == 0
+    other = runner.invoke(app, [*base, "--task", "a"])
+    assert other.exit_code == 2 and "holds task `b`, not `a`" in other.output
 
 
 def test_a_warm_start_loads_a_single_task_run_into_the_shared_layers(tmp_path: Path) -> None:

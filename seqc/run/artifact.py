@@ -137,6 +137,8 @@ def check_against(artifact: Artifact, session: Any) -> None:
     problems = []
     if m.get("experiment") != session.resolved.name:
         problems.append(f"it was exported from `{m.get('experiment')}`")
+    elif m.get("task") not in (None, session.task):  # a multi-task model: one artifact a task
+        problems.append(f"it holds task `{m.get('task')}`, not `{session.task}`")
     tok = session.pipeline.tokenizer
     if m.get("vocab_size") != tok.vocab_size:
         problems.append(

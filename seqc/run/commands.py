@@ -410,7 +410,9 @@ def decode_cmd(
         if spec is not None:
             if experiment is None:
                 raise UsageError("with a spec, name its experiment: -e EXP", code="missing-option")
-            check_against(art, _session(spec, experiment, set_, cache_dir, task))
+            # a multi-task experiment's artifact says which task it holds
+            named = task or art.manifest.get("task")
+            check_against(art, _session(spec, experiment, set_, cache_dir, named))
         gen = _from_artifact(art)
         err.print(
             f"decoding with {art.format} ({art.manifest['quantize']}) from {artifact}",
