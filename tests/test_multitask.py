@@ -134,6 +134,11 @@ def test_a_share_of_different_shapes_is_an_error_at_the_use_naming_both_tasks(
     line = next(i for i, x in enumerate(spec.read_text().splitlines(), 1) if "embed = [" in x)
     assert e.span is not None and e.span.line == line
     assert e.span.col == spec.read_text().splitlines()[line - 1].index("b.embed") + 1
+    # `seqc check` finds it too, without data, when the spec states every size
+    spec.write_text(spec.read_text().replace("vocab = input.vocab_size", "vocab = 20"))
+    checked = runner.invoke(app, ["check", str(spec)])
+    assert checked.exit_code == 2 and "share-mismatch" in checked.output
+    assert "[20, 16] in `a`, [20, 24] in `b`" in checked.output
 
 
 @pytest.mark.parametrize(

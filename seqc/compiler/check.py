@@ -28,4 +28,20 @@ def check_program(
         for name in program.tasks:
             resolver.resolve_task(name, [])
         names = [experiment] if experiment is not None else list(program.experiments)
-        return [resolve(program, n, overrides) for n in names]
+        resolved = [resolve(program, n, overrides) for n in names]
+        for r in resolved:
+            _check_shares(program, r)
+        return resolved
+
+
+def _check_shares(program: Program, resolved: ResolvedExperiment) -> None:
+    """A share's uses hold the same weights: known only once the tasks' models are lowered
+    (`seqc.compiler.multitask`), which `check` does for an experiment with shares when every
+    size is in the spec (a size that waits on the data is checked when a run reads it)."""
+    if not resolved.config.get("share"):
+        return
+    from seqc.compiler.compile import data_symbols
+    from seqc.compiler.multitask import compile_tasks
+
+    if not any(data_symbols(resolved, t) for t in resolved.tasks):
+        compile_tasks(program, resolved)
