@@ -411,7 +411,7 @@ def decode_cmd(
             if experiment is None:
                 raise UsageError("with a spec, name its experiment: -e EXP", code="missing-option")
             # a multi-task experiment's artifact says which task it holds
-            named = task or art.manifest.get("task")
+            named = task or _artifact_task(spec, experiment, set_, art.manifest.get("task"))
             check_against(art, _session(spec, experiment, set_, cache_dir, named))
         gen = _from_artifact(art)
         err.print(
@@ -442,6 +442,18 @@ def decode_cmd(
         if not line.strip():
             break
         out.print(_sample_text(gen, line))
+
+
+def _artifact_task(
+    spec: Path, experiment: str, set_: list[str] | None, held: str | None
+) -> str | None:
+    """The task an artifact holds, when it is one of the experiment's several tasks (a
+    one-task experiment takes its task; another experiment's artifact is refused later)."""
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+
+    tasks = resolve(load_program(spec), experiment, set_ or []).tasks
+    return held if len(tasks) > 1 and held in tasks else None
 
 
 def _input_lines(path: Path) -> list[str]:
