@@ -49,11 +49,15 @@ class MultiTask:
                 out.update(g.params)
         return out
 
+    def reads(self, task: str) -> list[str]:
+        """The params `task` reads, in its graphs' order (what its optimizer updates)."""
+        return list(dict.fromkeys(n for g in task_graphs(self.tasks[task]) for n in g.params))
+
     def owners(self) -> dict[str, list[str]]:
         """Param -> the tasks that read it (two or more for a shared layer's)."""
         out: dict[str, list[str]] = {}
-        for name, task in self.tasks.items():
-            for p in dict.fromkeys(n for g in task_graphs(task) for n in g.params):
+        for name in self.tasks:
+            for p in self.reads(name):
                 out.setdefault(p, []).append(name)
         return out
 

@@ -21,7 +21,7 @@ import optax
 from seqc.backends.jax.optim import direction
 from seqc.backends.jax.train import JaxModel
 from seqc.compiler.init import init_params
-from seqc.compiler.multitask import MultiTask, task_graphs
+from seqc.compiler.multitask import MultiTask
 
 
 class JaxJointModel:
@@ -33,10 +33,7 @@ class JaxJointModel:
     ) -> None:
         self.multi = multi
         self.models = {t: JaxModel(task, train) for t, task in multi.tasks.items()}
-        self.names = {
-            t: list(dict.fromkeys(n for g in task_graphs(task) for n in g.params))
-            for t, task in multi.tasks.items()
-        }
+        self.names = {t: multi.reads(t) for t in multi.tasks}
         self.weights = {t: float(weights[t]) for t in multi.tasks}
         self.sum = train["mix_by"] == "sum"
         self.clip_norm = float(train.get("clip_norm", 0.0))

@@ -19,7 +19,7 @@ import tensorflow as tf
 from seqc.backends.tf.optim import optimizer
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.init import init_params
-from seqc.compiler.multitask import MultiTask, task_graphs
+from seqc.compiler.multitask import MultiTask
 
 
 class TfJointModel:
@@ -46,10 +46,7 @@ class TfJointModel:
             t: TfModel(task, train, seed, jit_compile=jit_compile, variables=self.params)
             for t, task in multi.tasks.items()
         }
-        self.names = {
-            t: list(dict.fromkeys(n for g in task_graphs(task) for n in g.params))
-            for t, task in multi.tasks.items()
-        }
+        self.names = {t: multi.reads(t) for t in multi.tasks}
         self.weights = {t: float(weights[t]) for t in multi.tasks}
         self.sum = train["mix_by"] == "sum"
         self.clip_norm = float(train.get("clip_norm", 0.0))
