@@ -22,6 +22,7 @@ from seqc.compiler.graph import Graph, Head, Param
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.layers import LayerInstance
 from seqc.resolve.program import Program
+from seqc.resolve.shares import find_layer
 from seqc.spec.errors import CheckError, Note
 
 Rename = Callable[[str], str]
@@ -158,16 +159,6 @@ def rename_task(task: CompiledTask, rename: Rename) -> CompiledTask:
     )
 
 
-def _instance(model: LayerInstance, path: str) -> LayerInstance:
-    stack = [model]
-    while stack:
-        inst = stack.pop()
-        if inst.path == path:
-            return inst
-        stack.extend(inst.children)
-    raise KeyError(path)
-
-
 def compile_tasks(program: Program, resolved: ResolvedExperiment) -> MultiTask:
     """Every task of the experiment compiled, shared layers checked and named once."""
     shares: dict[str, list[str]] = {k: list(v) for k, v in resolved.config.get("share", {}).items()}
@@ -191,7 +182,8 @@ def _check_shares(multi: MultiTask, resolved: ResolvedExperiment) -> None:
         first = None
         for i, use in enumerate(uses):
             task, layer = use.split(".", 1)
-            inst = _instance(resolved.models[task], layer)
+            inst = find_layer(resolved.models[task], layer)
+            assert inst is not None  # the share was checked when resolved
             params = {
                 n: p.type.shape
                 for g in task_graphs(multi.tasks[task])

@@ -41,7 +41,8 @@ def _dotted(e: ir.Expr) -> str | None:
     return None
 
 
-def _find(model: LayerInstance, path: str) -> LayerInstance | None:
+def find_layer(model: LayerInstance, path: str) -> LayerInstance | None:
+    """The layer at `path` in a model's tree, or None."""
     stack = [model]
     while stack:
         inst = stack.pop()
@@ -110,7 +111,7 @@ def read_shares(
                     expected=", ".join(tasks),
                     suggestion=did_you_mean(task, tasks),
                 )
-            if _find(models[task], layer) is None:
+            if find_layer(models[task], layer) is None:
                 known = _children(models[task])
                 raise CheckError(
                     f"task `{task}`'s model has no layer `{layer}`",

@@ -20,6 +20,7 @@ from seqc.data.tokenizers import same_tokenizer
 from seqc.resolve.experiment import ResolvedExperiment, resolve
 from seqc.resolve.layers import LayerInstance
 from seqc.resolve.program import Program, load_program
+from seqc.resolve.shares import find_layer
 from seqc.spec.errors import CheckError, Note, UsageError, did_you_mean
 
 
@@ -209,11 +210,11 @@ def check_shared_tokenizers(
     share, naming both inputs."""
     for share, uses in multi.shares.items():
         tasks = [u.split(".", 1)[0] for u in uses]
-        layers = [
-            i
-            for u in uses
-            for i in _instances(_find(resolved.models[u.split(".", 1)[0]], u.split(".", 1)[1]))
-        ]
+        layers = []
+        for u in uses:
+            task, path = u.split(".", 1)
+            found = find_layer(resolved.models[task], path)
+            layers += _instances(found) if found is not None else []
         if not any(i.kind in VOCABULARY for i in layers):
             continue
         first = pipelines[tasks[0]]
@@ -230,10 +231,6 @@ def check_shared_tokenizers(
                     "joint tokenizer of a parallel corpus reads its columns in file order, so "
                     "both directions of one file share it)",
                 )
-
-
-def _find(model: LayerInstance, path: str) -> LayerInstance:
-    return next(i for i in _instances(model) if i.path == path)
 
 
 def compile_experiment(

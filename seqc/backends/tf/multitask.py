@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqc.backends.tf.optim import optimizer
-from seqc.backends.tf.train import TfModel
+from seqc.backends.tf.train import TfModel, new_variables
 from seqc.compiler.init import init_params
 from seqc.compiler.multitask import MultiTask
 
@@ -36,12 +36,7 @@ class TfJointModel:
         jit_compile: bool = False,
     ) -> None:
         self.multi = multi
-        self.params: dict[str, tf.Variable] = {
-            name: tf.Variable(
-                tf.zeros([int(d) for d in p.type.shape], tf.float32), name=name, trainable=True
-            )
-            for name, p in multi.params.items()
-        }
+        self.params: dict[str, tf.Variable] = new_variables(multi.params)
         self.models = {
             t: TfModel(task, train, seed, jit_compile=jit_compile, variables=self.params)
             for t, task in multi.tasks.items()

@@ -20,10 +20,20 @@ from seqc.backends.tf import lazy_rows
 from seqc.backends.tf.ops import Ctx, run_graph
 from seqc.backends.tf.optim import optimizer
 from seqc.compiler.compile import CompiledTask
-from seqc.compiler.graph import Graph
+from seqc.compiler.graph import Graph, Param
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.sparse_rows import lazy_tables
+
+
+def new_variables(params: Mapping[str, Param]) -> dict[str, tf.Variable]:
+    """A zero `tf.Variable` per param, named by its layer path (values come with `init`)."""
+    return {
+        name: tf.Variable(
+            tf.zeros([int(d) for d in p.type.shape], tf.float32), name=name, trainable=True
+        )
+        for name, p in params.items()
+    }
 
 
 class TfModel:
@@ -69,13 +79,9 @@ class TfModel:
             check(placement.values())  # now, not at the first trace
         self.placement = dict(placement) if placement else None
         given = variables or {}
+        made = new_variables({n: p for n, p in graph.params.items() if n not in given})
         self.params: dict[str, tf.Variable] = {
-            name: given[name]
-            if name in given
-            else tf.Variable(
-                tf.zeros([int(d) for d in p.type.shape], tf.float32), name=name, trainable=True
-            )
-            for name, p in graph.params.items()
+            n: given[n] if n in given else made[n] for n in graph.params
         }
         self.opt = optimizer(dict(train))
         self.lazy = lazy_tables([task.training_graph, task.train_criterion], train["optimizer"])
