@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test lint bench setup clean debs
 
-# Debian packages the bundled corpora read (the Bible's SWORD modules, exported by diatheke):
-# installed with setup when missing and running as root; otherwise setup says what to install.
-DEBS := diatheke sword-text-kjv sword-text-sparv
+# Debian packages the bundled corpora read: the Bible's SWORD modules, exported by diatheke, and
+# the speech corpus's voices (espeak-ng, flite) and resampler (sox). Installed with setup when
+# missing and running as root; otherwise setup says what to install.
+DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,10 +24,12 @@ debs:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null \
-		|| echo "could not install$$missing; the Bible corpora need them: apt-get install -y$$missing"; \
+		|| echo "could not install$$missing; the Bible and speech corpora need them:" \
+			"apt-get install -y$$missing"; \
 	else \
-		echo "note: the Bible corpora (seqc data prepare bible-en-es | english-words) need the" \
-		"Debian packages$$missing: sudo apt-get install -y$$missing"; \
+		echo "note: the Bible corpora (seqc data prepare bible-en-es | english-words) and the" \
+		"speech corpus (seqc data prepare spoken-numbers) need the Debian packages$$missing:" \
+		"sudo apt-get install -y$$missing"; \
 	fi
 
 setup: $(STAMP)

@@ -204,7 +204,8 @@ def test_list_shows_what_is_prepared(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert "shakespeare:" in result.output and "bible-en-es:" in result.output
     assert "zipf:" in result.output and "english-words:" in result.output
-    assert result.output.count("not prepared") == 3
+    assert "spoken-numbers:" in result.output
+    assert result.output.count("not prepared") == 4
 
 
 def test_english_words_from_local_sources(tmp_path: Path) -> None:

@@ -174,6 +174,26 @@ LAYERS: dict[str, Callable[[], Graph]] = {
         )
         for w, s, c in ((3, 1, False), (4, 1, False), (3, 1, True), (3, 2, False), (2, 2, True))
     },
+    "LogMelFilterbank": lambda: build("LogMelFilterbank", [f32("B", 1200)], bins=20),
+    "LogMelFilterbank-magnitude-fft1024": lambda: build(
+        "LogMelFilterbank",
+        [f32("B", 1500)],
+        sample_rate=8000,
+        bins=12,
+        frame_ms=20.0,
+        hop_ms=12.5,
+        fft=1024,
+        magnitude=True,
+        upper_hz=3000.0,
+    ),
+    "SpecAugment-eval": lambda: build("SpecAugment", BTD),
+    "Conv2DSubsampling": lambda: build(
+        "Conv2DSubsampling", [f32("B", 11, 9)], bins=9, d=6, channels=4
+    ),
+    "Conformer-masked": lambda: build("Conformer", BTD, MASK_T, d=8, heads=2, kernel=3),
+    "Conformer-nopositions-ff": lambda: build(
+        "Conformer", BTD, MASK_T, d=8, heads=2, kernel=5, ff=12, positions="none", bias=False
+    ),
     "Softmax": lambda: build("Softmax", BTD, vocab=VOCAB, d=8),
     "Softmax-tied": _softmax_tied,
 }

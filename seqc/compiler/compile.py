@@ -16,6 +16,7 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.lower import lower_model
 from seqc.compiler.lower.criterion import LABELS as LABEL_INPUT
 from seqc.compiler.lower.criterion import LOGITS, MASK, lower_criterion
+from seqc.compiler.lower.ctc import fold_frame_mask, lower_ctc
 from seqc.compiler.lower.sampled import (
     CANDIDATES,
     CANDIDATES_LOG_E,
@@ -24,7 +25,7 @@ from seqc.compiler.lower.sampled import (
     SAMPLED,
     lower_sampled,
 )
-from seqc.compiler.signature import LABELS, TaskKind, input_fields, task_kind
+from seqc.compiler.signature import CTC_LABELS, LABELS, TaskKind, input_fields, task_kind
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 from seqc.resolve.values import CallValue, Symbol
@@ -62,9 +63,14 @@ class CompiledTask:
         return self.train_graph if self.train_graph is not None else self.graph
 
     @property
+    def ctc(self) -> bool:
+        """True for a CTC model: its logits are per frame, its labels the transcript's tokens."""
+        return self.config["loss"].kind == "ctc"
+
+    @property
     def labels(self) -> tuple[str, str]:
         """The batch fields of the labels and their mask."""
-        return LABELS[self.kind]
+        return CTC_LABELS if self.ctc else LABELS[self.kind]
 
     def inputs(self, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The forward graph's inputs from a batch's arrays."""
@@ -104,10 +110,15 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
     config = resolved.config[task]
     graph = lower_model(program.layers[config["model"].kind], resolved.models[task], program.layers)
     fields = input_fields(graph)
-    logits = graph.ops[graph.outputs[0]].type
     span = resolved.span(f"{task}.loss")
     loss = config["loss"]
-    if loss.kind in SAMPLED:
+    if loss.kind == "ctc":
+        fold_frame_mask(graph, span)
+    logits = graph.ops[graph.outputs[0]].type
+    if loss.kind == "ctc":
+        train = lower_ctc(loss, logits, span)
+        evaluation, train_graph = train, None
+    elif loss.kind in SAMPLED:
         train = lower_sampled(loss, graph, span)  # checks the model ends in a Softmax
         assert graph.head is not None
         train_graph = graph.upto(graph.head.hidden)

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 
 from seqc.compiler.graph import DTYPE_BYTES, Dim, Graph, Op
 
-_EW_COST = {"softmax": 5, "log_softmax": 5, "layer_norm": 8, "gelu": 8, "silu": 4, "dropout": 2}
+_EW_COST = {
+    "softmax": 5,
+    "log_softmax": 5,
+    "layer_norm": 8,
+    "gelu": 8,
+    "silu": 4,
+    "dropout": 2,
+    "spec_augment": 2,  # a mask test and a select per element; the band draws are negligible
+}
+CTC_STEP_FLOPS = 10
+"""FLOPs per (frame, extended-label state) of CTC's forward recursion: a log-sum-exp of up to
+three predecessors and the emission's log-probability (the backward pass is the gradient's)."""
 _FREE = {"input", "param", "constant", "reshape", "transpose", "slice", "iota", "identity"}
 
 
@@ -77,9 +88,18 @@ def op_flops(op: Op, graph: Graph, dims: dict[str, int]) -> int:
         for v in sizes.values():
             n *= v
         return 2 * n
-    if op.kind == "conv1d":
+    if op.kind == "conv1d":  # w[width, c_in / groups, c_out]: a grouped one is this much cheaper
         w = graph.ops[op.inputs[1]].type.shape
         return 2 * out * int(w[0]) * int(w[1])
+    if op.kind == "conv2d":  # w[kh, kw, c_in, c_out]
+        w = graph.ops[op.inputs[1]].type.shape
+        return 2 * out * int(w[0]) * int(w[1]) * int(w[2])
+    if op.kind == "ctc_loss":  # log-softmax over the scores, then B * F * (2L + 1) states
+        scores = size(graph.ops[op.inputs[0]].type.shape, dims)
+        b_f = size(graph.ops[op.inputs[1]].type.shape, dims)
+        labels = graph.ops[op.inputs[2]].type.shape[1]
+        n = labels if isinstance(labels, int) else _eval(labels, dims)
+        return _EW_COST["log_softmax"] * scores + CTC_STEP_FLOPS * b_f * (2 * n + 1)
     if op.kind == "scan":
         body = graph.subgraphs[op.attrs["body"]]
         steps = graph.ops[op.inputs[0]].type.shape[1]

@@ -375,20 +375,169 @@ class GraphBuilder:
         attrs = {"rate": rate, "broadcast_axes": broadcast_axes}
         return self._add("dropout", (x,), attrs, self.type(x))
 
-    def conv1d(self, x: int, w: int, stride: int, padding: str) -> int:
-        """x[B, T, c_in] * w[width, c_in, c_out] -> [B, T', c_out] ("same" or "causal" padding)."""
+    def conv1d(self, x: int, w: int, stride: int, padding: str, groups: int = 1) -> int:
+        """x[B, T, c_in] * w[width, c_in // groups, c_out] -> [B, T', c_out].
+
+        `padding` is "same" (T' = ceil(T / stride), the odd step on the right as XLA pads),
+        "causal" (width - 1 steps on the left: T' = ceil(T / stride), no output sees a later
+        input) or "valid" (no padding: T' = (T - width) // stride + 1, what a subsampling
+        front end wants). `groups` splits the channels into that many independent
+        convolutions; groups == c_in is Conformer's depthwise convolution. It is an attr only
+        when it is not 1, so the graphs (and their checksums) of existing models stay as they
+        were.
+        """
         tx, tw = self.type(x), self.type(w)
-        if tx.shape[-1] != tw.shape[1]:
+        if padding not in CONV1D_PADDINGS:
+            raise self.error(
+                f"unknown convolution padding `{padding}`",
+                code="bad-padding",
+                expected=" or ".join(f'"{p}"' for p in sorted(CONV1D_PADDINGS)),
+                found=f'"{padding}"',
+            )
+        c_in, c_out = tx.shape[-1], tw.shape[2]
+        if groups < 1 or (isinstance(c_out, int) and c_out % groups):
+            raise self.error(
+                f"{groups} convolution groups do not divide the {c_out} output channels",
+                expected="a group count that divides both channel counts",
+                found=f"groups = {groups}",
+            )
+        if tw.rank != 3 or c_in != _times(tw.shape[1], groups):
             raise self.error(
                 "the input width does not match the convolution",
-                expected=f"[B, T, {tw.shape[1]}]",
+                expected=f"[B, T, {_times(tw.shape[1], groups)}]",
                 found=_shape_text(tx.shape),
             )
-        t = tx.shape[1] if stride == 1 else f"ceil({tx.shape[1]}/{stride})"
-        attrs = {"stride": stride, "padding": padding}
-        return self._add(
-            "conv1d", (x, w), attrs, TensorType(tx.dtype, (tx.shape[0], t, tw.shape[2]))
-        )
+        t = self._conv_length(tx.shape[1], int(tw.shape[0]), stride, padding)
+        attrs: dict[str, Any] = {"stride": stride, "padding": padding}
+        if groups != 1:
+            attrs["groups"] = groups
+        return self._add("conv1d", (x, w), attrs, TensorType(tx.dtype, (tx.shape[0], t, c_out)))
+
+    def conv2d(self, x: int, w: int, strides: tuple[int, int], padding: str) -> int:
+        """x[B, H, W, c_in] * w[kh, kw, c_in, c_out] -> [B, H', W', c_out], channels last.
+
+        For a speech front end's subsampling over (time, frequency). `padding` is "same"
+        (H' = ceil(H / stride)) or "valid" (H' = (H - kh) // stride + 1), per axis.
+        """
+        tx, tw = self.type(x), self.type(w)
+        if padding not in ("same", "valid"):
+            raise self.error(
+                f"unknown 2-D convolution padding `{padding}`",
+                code="bad-padding",
+                expected='"same" or "valid"',
+                found=f'"{padding}"',
+            )
+        if tx.rank != 4 or tw.rank != 4 or tx.shape[-1] != tw.shape[2]:
+            raise self.error(
+                "the input does not match the 2-D convolution",
+                expected=f"[B, H, W, {tw.shape[2] if tw.rank == 4 else 'c_in'}]",
+                found=_shape_text(tx.shape),
+            )
+        sh, sw = (int(s) for s in strides)
+        h = self._conv_length(tx.shape[1], int(tw.shape[0]), sh, padding)
+        wd = self._conv_length(tx.shape[2], int(tw.shape[1]), sw, padding)
+        attrs = {"strides": (sh, sw), "padding": padding}
+        shape = (tx.shape[0], h, wd, tw.shape[3])
+        return self._add("conv2d", (x, w), attrs, TensorType(tx.dtype, shape))
+
+    def _conv_length(self, n: Dim, width: int, stride: int, padding: str) -> Dim:
+        """The output length of a convolution along one axis: an int where `n` is one, else a
+        dim expression `cost._eval` can size ("ceil(T/2)", "((T-3)//2+1)")."""
+        if stride < 1:
+            raise self.error(f"a convolution stride must be at least 1, not {stride}")
+        if padding != "valid":
+            if stride == 1:
+                return n
+            return -(-n // stride) if isinstance(n, int) else f"ceil({n}/{stride})"
+        if isinstance(n, int):
+            if n < width:
+                raise self.error(
+                    f"a {width}-wide valid convolution needs at least {width} steps",
+                    expected=f"a length of at least {width}",
+                    found=str(n),
+                )
+            return (n - width) // stride + 1
+        if width == 1 and stride == 1:
+            return n
+        return f"(({n}-{width})//{stride}+1)"
+
+    def spec_augment(
+        self, x: int, freq_masks: int, freq_width: int, time_masks: int, time_width: int
+    ) -> int:
+        """SpecAugment's masking of log-mel features x[B, T, F] (Park et al., 2019), in
+        training only: each row gets `freq_masks` bands of 0 to `freq_width` consecutive bins
+        and `time_masks` spans of 0 to `time_width` frames (clipped to T) set to 0, widths and
+        starts uniform, drawn independently per row. Every backend is the identity outside
+        training (eval, decoding, exported artifacts), as for dropout; no masks at all adds
+        no op."""
+        t = self.type(x)
+        if t.rank != 3 or not t.dtype.startswith(("float", "bfloat")):
+            raise self.error(
+                "SpecAugment masks float features shaped [batch, frames, bins]",
+                expected="float32[B, T, F]",
+                found=str(t),
+            )
+        counts = {
+            "freq_masks": freq_masks,
+            "freq_width": freq_width,
+            "time_masks": time_masks,
+            "time_width": time_width,
+        }
+        negative = {k: v for k, v in counts.items() if v < 0}
+        if negative:
+            raise self.error(
+                "SpecAugment's mask counts and widths cannot be negative",
+                code="bad-argument",
+                found=", ".join(f"{k} = {v}" for k, v in negative.items()),
+            )
+        if freq_masks * freq_width == 0 and time_masks * time_width == 0:
+            return x
+        return self._add("spec_augment", (x,), {k: int(v) for k, v in counts.items()}, t)
+
+    def ctc_loss(
+        self, logits: int, frame_mask: int, labels: int, label_mask: int, blank: int = 0
+    ) -> int:
+        """Per-sequence CTC negative log-likelihood (Graves et al., 2006), float32[B].
+
+        `logits` [B, F, V] are unnormalised scores over the vocabulary, blank included (id
+        `blank`); `frame_mask` [B, F] and `label_mask` [B, L] mark each row's real frames and
+        labels (a prefix: right padding). Labels are the real tokens, repeats allowed (a repeat
+        needs a blank frame between, so a row needs L + repeats frames). A row whose labels
+        cannot be aligned to its frames gets a loss of 0 and no gradient in every backend (as
+        PyTorch's `zero_infinity`): the libraries' own values for such rows differ (optax about
+        1e5, TF about 700) and their gradients would only push the model at random. Training
+        only; an exported model cannot compute it."""
+        tl, tf_, ty, tm = (self.type(v) for v in (logits, frame_mask, labels, label_mask))
+        if tl.rank != 3 or not tl.dtype.startswith(("float", "bfloat")):
+            raise self.error(
+                "CTC scores must be float [B, F, V]", expected="float32[B, F, V]", found=str(tl)
+            )
+        if tf_.shape != tl.shape[:2]:
+            raise self.error(
+                "the frame mask does not match the CTC scores",
+                expected=f"bool{_shape_text(tl.shape[:2])}",
+                found=str(tf_),
+            )
+        if ty.rank != 2 or not ty.dtype.startswith("int") or ty.shape[0] != tl.shape[0]:
+            raise self.error(
+                "CTC labels must be integers [B, L]",
+                expected=f"int32[{tl.shape[0]}, L]",
+                found=str(ty),
+            )
+        if tm.shape != ty.shape:
+            raise self.error(
+                "the label mask does not match the CTC labels",
+                expected=f"bool{_shape_text(ty.shape)}",
+                found=str(tm),
+            )
+        vocab = tl.shape[2]
+        if isinstance(vocab, int) and not 0 <= blank < vocab:
+            raise self.error(
+                f"the CTC blank id {blank} is not in the vocabulary of {vocab}",
+                code="bad-argument",
+            )
+        inputs = (logits, frame_mask, labels, label_mask)
+        return self._add("ctc_loss", inputs, {"blank": blank}, TensorType("float32", tl.shape[:1]))
 
     def scan(self, name: str, body: Graph, xs: list[int], carries: list[int], reverse: bool) -> int:
         """Run `body` along axis 1 of each xs ([B, T, ...]); its outputs are (y, *new carries).
@@ -407,6 +556,13 @@ class GraphBuilder:
 
 def _shape_text(shape: Shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+def _times(d: Dim, n: int) -> Dim:
+    """d * n for an int or symbolic dim (a grouped convolution's input channels)."""
+    if n == 1:
+        return d
+    return d * n if isinstance(d, int) else f"{d}*{n}"
 
 
 def _result_dtype(a: str, b: str) -> str:
@@ -437,6 +593,7 @@ COMPARE = {"less", "less_equal", "greater", "equal"}
 LOGICAL = {"logical_and", "logical_or"}
 BINARY = {"add", "sub", "mul", "div", "maximum", "minimum"} | COMPARE | LOGICAL
 REDUCE = {"reduce_sum", "reduce_mean", "reduce_max"}
+CONV1D_PADDINGS = {"same", "causal", "valid"}
 PRIMITIVES = (
     {
         "input",
@@ -444,6 +601,9 @@ PRIMITIVES = (
         "constant",
         "fill",
         "conv1d",
+        "conv2d",
+        "spec_augment",
+        "ctc_loss",
         "einsum",
         "cast",
         "where",

@@ -12,7 +12,7 @@ from typing import Literal
 from seqc.compiler.graph import Graph
 from seqc.spec.errors import CheckError
 
-TaskKind = Literal["lm", "seq2seq"]
+TaskKind = Literal["lm", "seq2seq", "asr"]
 
 # Which batch field feeds a forward input of a given name (see seqc.data.batch).
 INPUT_FIELDS = {
@@ -30,9 +30,17 @@ INPUT_FIELDS = {
     "tgt_mask": "tgt_mask",
     "target_mask": "tgt_mask",
     "mask": "mask",
+    "audio": "audio",
+    "audio_mask": "audio_mask",
 }
-LABELS: dict[str, tuple[str, str]] = {"lm": ("targets", "mask"), "seq2seq": ("tgt_out", "tgt_mask")}
-"""The (labels, mask) batch fields of each task kind."""
+LABELS: dict[str, tuple[str, str]] = {
+    "lm": ("targets", "mask"),
+    "seq2seq": ("tgt_out", "tgt_mask"),
+    "asr": ("tgt_out", "tgt_mask"),
+}
+"""The (labels, mask) batch fields of each task kind: what an attention decoder predicts."""
+CTC_LABELS = ("labels", "label_mask")
+"""The fields a CTC criterion reads: the transcript's tokens, without bos or eos."""
 
 
 def input_fields(graph: Graph) -> dict[str, str]:
@@ -45,14 +53,18 @@ def input_fields(graph: Graph) -> dict[str, str]:
                 span=graph.ops[vid].span,
                 code="unknown-input",
                 expected=", ".join(sorted(INPUT_FIELDS)),
-                hint="language models take `ids`; encoder-decoders take `src`, `src_mask`, `tgt`",
+                hint="language models take `ids`; encoder-decoders take `src`, `src_mask`, "
+                "`tgt`; speech models take `audio`, `audio_mask` (and `tgt`)",
             )
         out[name] = INPUT_FIELDS[name]
     return out
 
 
 def task_kind(fields: dict[str, str]) -> TaskKind:
-    """A model that reads a source is an encoder-decoder; any other predicts its own input."""
+    """A model that reads audio recognises speech; one that reads a source is an
+    encoder-decoder; any other predicts its own input."""
+    if "audio" in fields.values():
+        return "asr"
     return "seq2seq" if "src" in fields.values() else "lm"
 
 

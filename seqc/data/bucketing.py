@@ -9,6 +9,10 @@ the bucket's bound and has the bucket's batch size as its row count. Why:
 - short examples in big batches and long ones in small batches keep tokens per batch, and so
   memory, roughly constant, while padding waste stays small.
 
+Speech: with an audio reader the bounds are seconds of audio (`{2.0: 32, 4.0: 16, 8.0: 8}`,
+floats allowed), turned into samples at the reader's sample rate by `make_audio_buckets`; from
+there on a bucket is a bound in samples like any other, and a batch's audio is padded to it.
+
 Examples longer than every bucket (or than `max_length`) are dropped and counted. The last,
 partial batch of each bucket in an epoch is kept: its missing rows are all padding (mask 0), so
 every kept example is seen exactly once per epoch and shapes stay static.
@@ -57,24 +61,73 @@ class BatchPlan:
 
 
 def make_buckets(
-    buckets: Mapping[int, int] | None,
+    buckets: Mapping[int, int] | Mapping[float, int] | None,
     max_length: int,
     default_batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> tuple[Bucket, ...]:
-    """Buckets sorted by bound; an empty map is one bucket of `max_length` examples' length."""
+    """Token buckets sorted by bound; an empty map is one bucket of `max_length` tokens. A bound
+    is a whole number of tokens (seconds, which may be fractional, are for audio inputs)."""
     if not buckets:
         return (Bucket(int(max_length), int(default_batch_size)),)
     out = []
     for bound, size in buckets.items():
-        b, s = int(bound), int(size)
-        if b <= 0 or s <= 0:
+        _check_bucket(bound, size, "upper_length")
+        if float(bound) != int(bound):
             raise DataError(
-                f"bucket {bound}: {size} must have a positive bound and batch size",
+                f"bucket {bound}: {size} has a fractional length bound",
                 code="bad-bucket",
-                expected="buckets = {upper_length: batch_size, ...} with positive numbers",
+                expected="whole numbers of tokens as bounds (seconds apply to audio inputs only)",
+                found=f"{bound}",
             )
-        out.append(Bucket(b, s))
+        out.append(Bucket(int(bound), int(size)))
     return tuple(sorted(out))
+
+
+def seconds_to_samples(seconds: float, sample_rate: int) -> int:
+    """Samples in `seconds` of audio, rounded to the nearest sample."""
+    return round(float(seconds) * sample_rate)
+
+
+def make_audio_buckets(
+    buckets: Mapping[float, int] | Mapping[int, int] | None,
+    sample_rate: int,
+    default_bound: int,
+    default_batch_size: int = DEFAULT_BATCH_SIZE,
+) -> tuple[Bucket, ...]:
+    """Buckets of audio from `{seconds: batch_size}`, their bounds in samples, sorted; an empty
+    map is one bucket of `default_bound` samples (the pipeline passes the longest training
+    utterance, rounded up to a whole second: a bound of `max_length` seconds, as text uses,
+    would pad every batch to minutes)."""
+    if not buckets:
+        return (Bucket(int(default_bound), int(default_batch_size)),)
+    out: dict[int, Bucket] = {}
+    for seconds, size in buckets.items():
+        _check_bucket(seconds, size, "seconds")
+        bound = seconds_to_samples(seconds, sample_rate)
+        if bound in out:
+            raise DataError(
+                f"buckets {seconds} s and {out[bound].bound / sample_rate:g} s are the same "
+                f"length at {sample_rate} Hz",
+                code="bad-bucket",
+                expected="distinct bounds in seconds",
+            )
+        out[bound] = Bucket(bound, int(size))
+    return tuple(sorted(out.values()))
+
+
+def _check_bucket(bound: float, size: int, unit: str) -> None:
+    if not float(bound) > 0 or not math.isfinite(float(bound)) or int(size) <= 0:
+        raise DataError(
+            f"bucket {bound}: {size} must have a positive bound and batch size",
+            code="bad-bucket",
+            expected=f"buckets = {{{unit}: batch_size, ...}} with positive numbers",
+        )
+    if float(size) != int(size):
+        raise DataError(
+            f"bucket {bound}: {size} has a fractional batch size",
+            code="bad-bucket",
+            expected="a whole number of examples per batch",
+        )
 
 
 def bucket_for(length: int, buckets: Sequence[Bucket]) -> Bucket | None:

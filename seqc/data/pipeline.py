@@ -19,6 +19,16 @@ Choices worth knowing:
   Why: corpora such as Shakespeare have lines of ~10 tokens, so line-per-example batches would
   never show the model more than one short line of context, and most of every bucket above the
   smallest would go unused. `pack=False` gives one line per example (bos + line, line + eos).
+- Speech recognition follows an audio train reader (`audio_manifest`): the tokenizer is fitted
+  on the transcripts, `buckets` bounds and `max_length` are seconds of audio (turned into
+  samples at the reader's sample rate; no buckets means one bucket as long as the longest
+  training utterance, rounded up to a second), and batches carry the padded waveform, the
+  decoder's target framing and CTC's labels (`seqc.data.batch`). The transcripts' padded length
+  L is fixed per split, from the train split's longest (and the split's own, if longer), so
+  token arrays never change shape between batches. Waveforms are read from disk per batch,
+  not held in memory: a few milliseconds a batch, flat memory whatever the corpus size (8,000
+  utterances are ~0.5 GB as int16, 1 GB as float32), no start-up cost, and the OS page cache
+  keeps a corpus that fits in RAM there after the first epoch anyway.
 - `max_length` drops long *training* examples. Dev and test keep every example: those longer
   than the largest bucket go into one extra, larger bucket, so evaluation covers the whole split.
 - Train batches are shuffled (seeded by the block's `seed` and the epoch) and repeat forever;
@@ -36,12 +46,21 @@ from typing import Any
 
 import numpy as np
 
+from seqc.data.audio import read_wav, to_float
 from seqc.data.batch import Batch, TaskKind
-from seqc.data.bucketing import DEFAULT_BATCH_SIZE, Bucket, BucketBatcher, make_buckets, pad
-from seqc.data.calls import kind_spec
+from seqc.data.bucketing import (
+    DEFAULT_BATCH_SIZE,
+    Bucket,
+    BucketBatcher,
+    make_audio_buckets,
+    make_buckets,
+    pad,
+    seconds_to_samples,
+)
+from seqc.data.calls import call_args, kind_spec
 from seqc.data.errors import DataError
 from seqc.data.proposal import count_tokens
-from seqc.data.readers import BaseDirs, Example, has_target, read_examples, spec_bases
+from seqc.data.readers import BaseDirs, Example, has_target, is_audio, read_examples, spec_bases
 from seqc.data.report import DropReport
 from seqc.data.tokenizers import Tokenizer, build_tokenizer
 from seqc.resolve.experiment import ResolvedExperiment
@@ -50,6 +69,14 @@ from seqc.resolve.values import CallValue
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 DEFAULT_CACHE_DIR = Path(".cache") / "tokenizers"
 """Where trained tokenizers are kept, relative to the cwd unless given."""
+LABEL_MULTIPLE = 8
+"""Speech: the padded transcript length L is a multiple of this (fewer distinct shapes)."""
+
+
+def label_bound(longest: int) -> int:
+    """Speech: L for transcripts of at most `longest` tokens: the smallest multiple of
+    `LABEL_MULTIPLE` that holds the longest plus its bos (or eos)."""
+    return LABEL_MULTIPLE * math.ceil((longest + 1) / LABEL_MULTIPLE)
 
 
 @dataclass
@@ -60,15 +87,23 @@ class SplitData:
     examples: list[Example]
     """What was read, in file order (kept for references in metrics and for locations)."""
     first: list[np.ndarray]
-    """Per sequence: LM input ids (bos + tokens) or the seq2seq source (tokens + eos)."""
+    """Per sequence: LM input ids (bos + tokens), the seq2seq source (tokens + eos), or the
+    speech transcript's tokens (CTC's labels)."""
     second: list[np.ndarray]
-    """Per sequence: LM target ids (tokens + eos) or the seq2seq decoder input (bos + target)."""
+    """Per sequence: LM target ids (tokens + eos) or the decoder input (bos + target)."""
     third: list[np.ndarray] | None
-    """Seq2seq only: decoder targets (target + eos)."""
+    """Seq2seq and speech: decoder targets (target + eos)."""
     origin: list[int]
     """Per sequence: the index of the example it starts in (a packed chunk spans several)."""
     batcher: BucketBatcher
     drops: DropReport = field(default_factory=DropReport)
+    label_length: int = 0
+    """Speech: L, the padded length of every token array of this split's batches."""
+
+    @property
+    def audio_seconds(self) -> float:
+        """Speech: seconds of audio read (before drops); 0 for text."""
+        return sum(e.audio.duration for e in self.examples if e.audio is not None)
 
     @property
     def size(self) -> int:
@@ -96,27 +131,67 @@ class InputPipeline:
         self.config = cfg
         self.base_dir = base_dir
         self.cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
-        self.max_length = int(cfg["max_length"])
-        self.buckets: tuple[Bucket, ...] = make_buckets(
-            cfg["buckets"], self.max_length, default_batch_size
-        )
         self.seed = int(cfg["seed"])
         self.shuffle_buffer = int(cfg["shuffle_buffer"])
         self.lowercase = bool(cfg["lowercase"])
         train_reader: CallValue = cfg["train"]
-        self.task: TaskKind = "seq2seq" if has_target(train_reader) else "lm"
+        self.task: TaskKind = (
+            "asr" if is_audio(train_reader) else "seq2seq" if has_target(train_reader) else "lm"
+        )
+        self.sample_rate: int | None = (
+            int(call_args(train_reader)["sample_rate"]) if self.task == "asr" else None
+        )
+        """Speech: samples per second of every wav; None for text."""
+        self.max_length: int
+        """Longest training example kept: tokens, or samples for speech."""
+        self.buckets: tuple[Bucket, ...]
+        """Bounds in tokens, or in samples for speech."""
+        if self.sample_rate is None:
+            self.max_length = int(cfg["max_length"])
+            self.buckets = make_buckets(cfg["buckets"], self.max_length, default_batch_size)
+        else:
+            self.max_length = seconds_to_samples(cfg["max_length"], self.sample_rate)
         self.packed = (
             (self.task == "lm" and train_reader.kind == "text") if pack is None else bool(pack)
         )
         if self.packed and self.task != "lm":
             raise DataError("packing applies to language modelling only", code="bad-pack")
+        if self.task == "asr" and cfg.get("target_tokenizer") is not None:
+            raise DataError(
+                "an audio input has one tokenizer, for its transcripts",
+                code="bad-tokenizer",
+                found="target_tokenizer is set",
+                hint="set the transcripts' tokenizer with `tokenizer = ...` and drop "
+                "`target_tokenizer`",
+            )
 
         read: dict[str, tuple[list[Example], DropReport]] = {}
         for split in splits:
             reader = cfg.get(split)
             if reader is None:
                 continue
-            if has_target(reader) != (self.task == "seq2seq"):
+            if is_audio(reader) != (self.task == "asr"):
+                this = "reads audio" if is_audio(reader) else "reads text"
+                train = "does" if self.task == "asr" else "does not"
+                raise DataError(
+                    f"the {split} reader {this} but the train reader {train}",
+                    code="mixed-splits",
+                    found=str(reader),
+                    hint="give every split of an input block the same kind of reader",
+                )
+            if self.sample_rate is not None:
+                rate = int(call_args(reader)["sample_rate"])
+                if rate != self.sample_rate:
+                    raise DataError(
+                        f"the {split} reader's sample_rate is {rate} Hz, the train reader's "
+                        f"{self.sample_rate} Hz",
+                        code="mixed-splits",
+                        expected=f"{self.sample_rate} Hz, as the model is trained on",
+                        found=f"{rate} Hz",
+                        hint="resample the split with `sox -D in.wav -r "
+                        f"{self.sample_rate} -c 1 -b 16 out.wav`",
+                    )
+            if self.task != "asr" and has_target(reader) != (self.task == "seq2seq"):
                 this = "has a" if has_target(reader) else "has no"
                 train = "has one" if self.task == "seq2seq" else "does not"
                 raise DataError(
@@ -131,10 +206,19 @@ class InputPipeline:
             raise DataError("an input block needs a train split", code="missing-train")
 
         train_examples = read["train"][0]
+        if self.sample_rate is not None:
+            self.buckets = make_audio_buckets(
+                cfg["buckets"],
+                self.sample_rate,
+                self._default_audio_bound(train_examples),
+                default_batch_size,
+            )
         src_texts = [self._norm(e.source) for e in train_examples]
         tgt_texts = [self._norm(e.target or "") for e in train_examples]
         target_call = cfg.get("target_tokenizer")
-        if self.task == "seq2seq" and target_call is None:
+        if self.task == "asr":
+            texts = tgt_texts  # the transcripts: the source is a wav path
+        elif self.task == "seq2seq" and target_call is None:
             # A joint tokenizer reads the file's columns in file order, so both directions of
             # one parallel file (source = 1, target = 0 against the other way) train the same
             # model and share its ids (a multi-task model that shares an embedding needs it).
@@ -153,9 +237,13 @@ class InputPipeline:
                 target_call, tgt_texts, self.cache_dir, base_dir
             )
 
-        self.splits: dict[str, SplitData] = {}
-        for split, (examples, drops) in read.items():
-            self.splits[split] = self._tokenise(split, examples, drops)
+        self.label_length = 0
+        """Speech: L of the train split's batches (dev and test may have a larger one)."""
+        done: dict[str, SplitData] = {}
+        for split in sorted(read, key=lambda name: name != "train"):  # train fixes L first
+            examples, drops = read[split]
+            done[split] = self._tokenise(split, examples, drops)
+        self.splits: dict[str, SplitData] = {split: done[split] for split in read}
 
     @classmethod
     def for_task(
@@ -230,16 +318,35 @@ class InputPipeline:
         for plan in data.batcher.epoch(epoch, split == "train" if shuffle is None else shuffle):
             yield self._materialise(data, plan.bucket, plan.indices)
 
+    @property
+    def audio_seconds(self) -> dict[str, float]:
+        """Speech: seconds of audio read per split (before drops); zeros for text."""
+        return {name: s.audio_seconds for name, s in self.splits.items()}
+
+    def bucket_label(self, bucket: Bucket) -> str:
+        """A bucket as a user wrote it: `32x128` for tokens, `2s x32` for audio."""
+        if self.sample_rate is None:
+            return f"{bucket.bound}x{bucket.batch_size}"
+        return f"{bucket.bound / self.sample_rate:g}s x{bucket.batch_size}"
+
     def summary(self) -> str:
         """A few lines for logs: task, vocabulary, and per split sizes and drops."""
         lines = [
             f"input {self.name}: {self.task}, vocab {self.vocab_size}"
             + ("" if self.target_tokenizer is self.tokenizer else f"/{self.target_vocab_size}")
             + (", packed" if self.packed else "")
+            + ("" if self.sample_rate is None else f", {self.sample_rate} Hz")
             + ", buckets "
-            + ", ".join(f"{b.bound}x{b.batch_size}" for b in self.buckets)
+            + ", ".join(self.bucket_label(b) for b in self.buckets)
         ]
         for name, s in self.splits.items():
+            if self.task == "asr":
+                lines.append(
+                    f"  {name}: {len(s.examples)} utterances ({s.audio_seconds / 3600:.2f} h), "
+                    f"{s.size} kept, {s.batcher.steps_per_epoch} batches/epoch, "
+                    f"transcripts padded to {s.label_length}; {s.drops}"
+                )
+                continue
             lines.append(
                 f"  {name}: {len(s.examples)} examples, {s.size} sequences, "
                 f"{s.batcher.steps_per_epoch} batches/epoch; {s.drops}"
@@ -260,7 +367,17 @@ class InputPipeline:
             )
         return self.splits[split]
 
+    def _default_audio_bound(self, examples: list[Example]) -> int:
+        """Speech without buckets: the longest training utterance within `max_length`, rounded
+        up to a whole second, in samples."""
+        assert self.sample_rate is not None
+        frames = [e.audio.frames for e in examples if e.audio is not None]
+        longest = max((n for n in frames if n <= self.max_length), default=self.max_length)
+        return max(1, math.ceil(longest / self.sample_rate)) * self.sample_rate
+
     def _tokenise(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
+        if self.task == "asr":
+            return self._tokenise_speech(split, examples, drops)
         tok, ttok = self.tokenizer, self.target_tokenizer
         src_ids = tok.encode_batch([self._norm(e.source) for e in examples])
         first: list[np.ndarray]
@@ -297,6 +414,35 @@ class InputPipeline:
         drops.merge(batcher.drops)
         return SplitData(split, examples, first, second, third, origin, batcher, drops)
 
+    def _tokenise_speech(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
+        tok = self.tokenizer
+        ids = tok.encode_batch([self._norm(e.target or "") for e in examples])
+        labels = [np.asarray(t, np.int32) for t in ids]
+        tgt_in = [np.asarray([tok.bos_id, *t], np.int32) for t in ids]
+        tgt_out = [np.asarray([*t, tok.eos_id], np.int32) for t in ids]
+        own = label_bound(max((len(t) for t in ids), default=0))
+        if split == "train":
+            self.label_length = own
+        label_length = max(own, self.label_length)
+        lengths = [e.audio.frames if e.audio is not None else 0 for e in examples]
+        buckets = self.buckets
+        max_length: int | None = self.max_length
+        if split != "train":
+            buckets, max_length = _eval_buckets(buckets, max(lengths, default=0)), None
+        batcher = BucketBatcher(
+            lengths,
+            buckets,
+            shuffle_buffer=self.shuffle_buffer if split == "train" else 0,
+            seed=self.seed,
+            max_length=max_length,
+            location=lambda i: examples[i].location,
+        )
+        drops.merge(batcher.drops)
+        origin = list(range(len(examples)))
+        return SplitData(
+            split, examples, labels, tgt_in, tgt_out, origin, batcher, drops, label_length
+        )
+
     def _pack(self, ids: list[list[int]]) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
         tok = self.tokenizer
         window = min(self.buckets[-1].bound, self.max_length)
@@ -320,6 +466,8 @@ class InputPipeline:
     def _materialise(self, data: SplitData, bucket: Bucket, indices: tuple[int, ...]) -> Batch:
         rows, length = bucket.batch_size, bucket.bound
         pad_id = self.tokenizer.pad_id
+        if self.task == "asr":
+            return self._materialise_speech(data, bucket, indices)
         if self.task == "lm":
             inputs, _ = pad([data.first[i] for i in indices], rows, length, pad_id)
             targets, mask = pad([data.second[i] for i in indices], rows, length, pad_id)
@@ -337,6 +485,44 @@ class InputPipeline:
                 "tgt_out": tgt_out,
                 "tgt_mask": tgt_mask,
             }
+        return Batch(self.task, arrays, length, len(indices), indices)
+
+    def _materialise_speech(
+        self, data: SplitData, bucket: Bucket, indices: tuple[int, ...]
+    ) -> Batch:
+        rows, length = bucket.batch_size, bucket.bound
+        audio = np.zeros((rows, length), np.float32)
+        audio_mask = np.zeros((rows, length), bool)
+        for r, i in enumerate(indices):
+            example = data.examples[i]
+            clip = example.audio
+            assert clip is not None
+            samples = read_wav(clip.path, clip.sample_rate, location=example.location)
+            if len(samples) != clip.frames:
+                raise DataError(
+                    f"{example.source} changed while the pipeline was running",
+                    code="bad-audio",
+                    path=example.location,
+                    expected=f"{clip.frames} samples, as when the manifest was read",
+                    found=f"{len(samples)} samples",
+                    hint="do not rewrite a corpus while a run reads it",
+                )
+            audio[r, : len(samples)] = to_float(samples)
+            audio_mask[r, : len(samples)] = True
+        assert data.third is not None
+        pad_id, label_length = self.tokenizer.pad_id, data.label_length
+        labels, label_mask = pad([data.first[i] for i in indices], rows, label_length, pad_id)
+        tgt_in, _ = pad([data.second[i] for i in indices], rows, label_length, pad_id)
+        tgt_out, tgt_mask = pad([data.third[i] for i in indices], rows, label_length, pad_id)
+        arrays = {
+            "audio": audio,
+            "audio_mask": audio_mask,
+            "tgt_in": tgt_in,
+            "tgt_out": tgt_out,
+            "tgt_mask": tgt_mask,
+            "labels": labels,
+            "label_mask": label_mask,
+        }
         return Batch(self.task, arrays, length, len(indices), indices)
 
 

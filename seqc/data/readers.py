@@ -1,8 +1,16 @@
 """Reading examples from the files an `input` block names.
 
 A reader call from the spec (`text(path)`, `tsv(path, source, target)`, `jsonl(path, source,
-target)`) becomes a list of `Example`s, each remembering its file and line so that any later
-complaint (too long, undecodable, malformed) can point at the place to fix.
+target)`, `audio_manifest(path, audio, text)`) becomes a list of `Example`s, each remembering its
+file and line so that any later complaint (too long, undecodable, malformed) can point at the
+place to fix.
+
+Speech: an `audio_manifest` is JSON Lines, one utterance per line with a wav path and its
+transcript. Its examples have the wav's path as `source`, the transcript as `target`, and the
+checked wav header as `audio` (an `AudioClip`: path, samples, rate); a relative wav path is
+relative to the manifest's folder, so a corpus folder can be moved whole. Every wav's header is
+read when the manifest is (a few milliseconds per thousand files), so a missing file, a wrong
+sample rate or a stereo file is an error at the manifest's `file:line` before any training.
 
 Why the readers are strict: a corpus with a few malformed lines usually means the file is not
 what the spec thinks it is (wrong delimiter, wrong column, wrong encoding), and training on
@@ -30,13 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqc.data.audio import AudioClip, wav_info
 from seqc.data.calls import call_args
 from seqc.data.errors import DataError, display_path, where
 from seqc.data.report import DropReport
 from seqc.resolve.values import CallValue
 from seqc.spec.errors import FileError, did_you_mean
 
-READER_KINDS: tuple[str, ...] = ("text", "tsv", "jsonl")
+READER_KINDS: tuple[str, ...] = ("text", "tsv", "jsonl", "audio_manifest")
+AUDIO_READER_KINDS: tuple[str, ...] = ("audio_manifest",)
 
 _GLOB_CHARS = frozenset("*?[")
 _WHOLE_FILE_CODECS = ("utf-16", "utf-32")
@@ -45,12 +55,15 @@ _WHOLE_FILE_CODECS = ("utf-16", "utf-32")
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    """One example: a source text and, for sequence-to-sequence data, a target text."""
+    """One example: a source text and, for sequence-to-sequence data, a target text. For
+    speech, the source is the wav's path, the target the transcript, and `audio` the checked
+    wav (its samples are read per batch, not kept here)."""
 
     source: str
     target: str | None = None
     file: str = ""
     line: int = 0
+    audio: AudioClip | None = None
 
     @property
     def location(self) -> str:
@@ -275,15 +288,11 @@ def read_tsv(
         yield Example(cols[source], None if target is None else cols[target], shown, lineno)
 
 
-def read_jsonl(
-    path: Path,
-    *,
-    source: str = "source",
-    target: str | None = "target",
-    encoding: str = "utf-8",
-    drops: DropReport | None = None,
-) -> Iterator[Example]:
-    """Source (and target) fields of one JSON object per line; blank lines counted and skipped."""
+def _json_objects(
+    path: Path, encoding: str, drops: DropReport | None, example: str
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(line number, `file:line`, object) of each non-blank line of a JSON Lines file; blank
+    lines counted and skipped, anything but a JSON object an error at its line."""
     shown = display_path(path)
     for lineno, line in read_lines(path, encoding):
         loc = f"{shown}:{lineno}"
@@ -306,11 +315,56 @@ def read_jsonl(
                 f"line {lineno} is a JSON {type(obj).__name__}, not an object",
                 code="invalid-json",
                 path=loc,
-                expected='an object such as {"source": "...", "target": "..."}',
+                expected=f"an object such as {example}",
             )
+        yield lineno, loc, obj
+
+
+def read_jsonl(
+    path: Path,
+    *,
+    source: str = "source",
+    target: str | None = "target",
+    encoding: str = "utf-8",
+    drops: DropReport | None = None,
+) -> Iterator[Example]:
+    """Source (and target) fields of one JSON object per line; blank lines counted and skipped."""
+    shown = display_path(path)
+    example = '{"source": "...", "target": "..."}'
+    for lineno, loc, obj in _json_objects(path, encoding, drops, example):
         src = _field(obj, source, "source", loc, lineno)
         tgt = None if target is None else _field(obj, target, "target", loc, lineno)
         yield Example(src, tgt, shown, lineno)
+
+
+def read_audio_manifest(
+    path: Path,
+    *,
+    audio: str = "audio",
+    text: str = "text",
+    sample_rate: int = 16_000,
+    encoding: str = "utf-8",
+    drops: DropReport | None = None,
+) -> Iterator[Example]:
+    """One utterance per JSON object: the wav named by field `audio` (relative to the
+    manifest's folder), checked against `sample_rate`, and the transcript in field `text`."""
+    shown = display_path(path)
+    example = '{"audio": "wavs/0001.wav", "text": "..."}'
+    for lineno, loc, obj in _json_objects(path, encoding, drops, example):
+        rel = _field(obj, audio, "audio", loc, lineno)
+        transcript = _field(obj, text, "transcript", loc, lineno)
+        wav = Path(rel).expanduser()
+        if not wav.is_absolute():
+            wav = path.parent / wav
+        clip = wav_info(wav, sample_rate, location=loc)
+        yield Example(display_path(wav), transcript, shown, lineno, clip)
+
+
+_FIELD_HINTS: dict[str, str] = {
+    "target": "set target = none on the jsonl(...) reader for source-only data",
+    "audio": "name the wav path's field with the audio_manifest(...) reader's `audio`",
+    "transcript": "name the transcript's field with the audio_manifest(...) reader's `text`",
+}
 
 
 def _field(obj: dict[str, Any], name: str, role: str, loc: str, lineno: int) -> str:
@@ -323,9 +377,7 @@ def _field(obj: dict[str, Any], name: str, role: str, loc: str, lineno: int) -> 
             expected=f"a field `{name}`",
             found=f"an object of {len(keys)} field(s)" if keys else "an empty object",
             suggestion=did_you_mean(name, keys),
-            hint="set target = none on the jsonl(...) reader for source-only data"
-            if role == "target"
-            else None,
+            hint=_FIELD_HINTS.get(role),
         )
     value = obj[name]
     if not isinstance(value, str):
@@ -349,8 +401,16 @@ def _columns(cols: list[str]) -> str:
 
 
 def has_target(reader: CallValue) -> bool:
-    """Whether a reader yields targets (sequence-to-sequence data) or sources only."""
+    """Whether a reader yields targets (sequence-to-sequence data, transcripts) or sources
+    only."""
+    if is_audio(reader):
+        return True
     return reader.kind != "text" and call_args(reader).get("target") is not None
+
+
+def is_audio(reader: CallValue) -> bool:
+    """Whether a reader yields speech (wav + transcript) rather than text."""
+    return reader.kind in AUDIO_READER_KINDS
 
 
 def read_examples(
@@ -389,6 +449,15 @@ def _read_one(
 ) -> Iterator[Example]:
     if kind == "text":
         return read_text(path, encoding=args["encoding"], skip_empty=args["skip_empty"])
+    if kind == "audio_manifest":
+        return read_audio_manifest(
+            path,
+            audio=args["audio"],
+            text=args["text"],
+            sample_rate=args["sample_rate"],
+            encoding=args["encoding"],
+            drops=drops,
+        )
     if kind == "tsv":
         return read_tsv(
             path,

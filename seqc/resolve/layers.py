@@ -48,6 +48,10 @@ refuse the graph (`compiler.graph.MAX_GRAPH_OPS`)."""
 Spans = dict[str, ir.Span | None]
 """Param name -> the span of the line that set its value (an argument, a default, an override)."""
 
+MASK_METHOD = "mask"
+"""`layer.mask(m)`: a padding mask at the rate of the layer's output (a layer that changes the
+time axis' rate, such as `LogMelFilterbank`, says how)."""
+
 
 class LayerInstance(BaseModel):
     """One layer in a model's tree, with its params evaluated; `children` for user layers."""
@@ -582,6 +586,15 @@ def _check_forward_expr(
         )
     if isinstance(e, ir.Call):
         func = e.func
+        if (
+            isinstance(func, ir.Attr)
+            and func.name == MASK_METHOD
+            and isinstance(func.obj, ir.Name)
+            and func.obj.id in sublayers
+        ):  # `frontend.mask(m)`: whether the kind has one is checked when it is lowered
+            for a in [*e.args, *(k.value for k in e.kwargs)]:
+                _check_forward_expr(a, decl, values, scope, sublayers)
+            return
         if not isinstance(func, ir.Name) or func.id not in sublayers:
             fname = func.id if isinstance(func, ir.Name) else _text(func)
             hint = None

@@ -354,6 +354,15 @@ def _eval_one(session: Any, source: Path, backend: str | None, split: str, limit
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
     metrics = {m.kind for m in session.task_config["metrics"]}
+    if session.pipeline.task == "asr" and metrics & {"wer", "cer"}:
+        from seqc.run.transcribe import score_model
+
+        strategy = session.task_config.get("decode")
+        w = score_model(model, state["params"], session.pipeline, split, strategy, limit)
+        for hyp, ref in w["samples"]:
+            err.print(f"  hyp: {hyp}\n  ref: {ref}")
+        out.print(f"{split}_wer: {w['wer']:.2f}  ({w['examples']} utterances, {w['words']} words)")
+        out.print(f"{split}_cer: {w['cer']:.2f}")
     if session.pipeline.task == "seq2seq" and metrics & {"bleu", "chrf"}:
         from seqc.resolve.values import CallValue
         from seqc.run.translate import score_translations

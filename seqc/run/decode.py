@@ -10,6 +10,7 @@ decoder step with explicit caches (exported artifacts) is `seqc.run.stepdecode`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,10 @@ import numpy as np
 from seqc.backends.api import Generator, Model
 from seqc.compiler.signature import buffer_length
 from seqc.resolve.values import CallValue
+
+Source = np.ndarray | Mapping[str, np.ndarray]
+"""A source as the model reads it: token ids [rows, S], or audio arrays (`audio`,
+`audio_mask`) of one utterance."""
 
 
 @dataclass
@@ -94,10 +99,14 @@ class Decoder:
         self.model, self.params, self.task = model, params, model.task.kind
         self.bos, self.eos, self.pad = bos, eos, pad
 
-    def _logits(self, prefix: np.ndarray, src: np.ndarray | None, pos: int) -> np.ndarray:
+    def _logits(self, prefix: np.ndarray, src: Source | None, pos: int) -> np.ndarray:
         """Log-probabilities [rows, V] of the next token after prefix[:, :pos + 1]."""
         if self.task == "lm":
             arrays = {"inputs": prefix}
+        elif isinstance(src, Mapping):  # a speech model's audio, one row for every hypothesis
+            rows = prefix.shape[0]
+            arrays = {k: np.repeat(v[:1], rows, axis=0) for k, v in src.items()}
+            arrays |= {"tgt_in": prefix, "tgt_mask": prefix != self.pad}
         else:
             assert src is not None
             arrays = {
@@ -112,7 +121,7 @@ class Decoder:
         self,
         strategy: CallValue,
         prompt: list[int],
-        src: list[int] | None = None,
+        src: list[int] | Mapping[str, np.ndarray] | None = None,
         seed: int = 0,
         stop_at_eos: bool = True,
     ) -> list[int]:
@@ -128,7 +137,7 @@ class Decoder:
         length = buffer_length(len(start) + max_len)
         buf = np.full((1, length), self.pad, np.int32)
         buf[0, : len(start)] = start
-        src_arr = None if src is None else np.asarray([src], np.int32)
+        src_arr = _source(src, 1)
         out: list[int] = []
         for pos in range(len(start) - 1, len(start) - 1 + max_len):
             logp = self._logits(buf, src_arr, pos)[0]
@@ -143,14 +152,18 @@ class Decoder:
         return out
 
     def _beam(
-        self, strategy: CallValue, prompt: list[int], src: list[int] | None, max_len: int
+        self,
+        strategy: CallValue,
+        prompt: list[int],
+        src: list[int] | Mapping[str, np.ndarray] | None,
+        max_len: int,
     ) -> list[int]:
         width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
-        src_arr = None if src is None else np.repeat(np.asarray([src], np.int32), width, axis=0)
+        src_arr = _source(src, width)
         for step in range(max_len):
             buf = np.full((width, length), self.pad, np.int32)
             for i, h in enumerate(beams):
@@ -162,6 +175,13 @@ class Decoder:
             if chosen.done:
                 break
         return best(finished, beams, alpha)
+
+
+def _source(src: list[int] | Mapping[str, np.ndarray] | None, rows: int) -> Source | None:
+    """The source as arrays of `rows` rows: token ids, or a speech model's audio arrays."""
+    if src is None or isinstance(src, Mapping):
+        return src
+    return np.repeat(np.asarray([src], np.int32), rows, axis=0)
 
 
 def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:

@@ -23,7 +23,7 @@ def evaluate(model: Model, params: Any, pipeline: Any, split: str, max_batches: 
         out = fetch(model.eval_step(params, batch))
         sums["loss_sum"] += float(out["loss"]) * float(out["tokens"])
         for key in ("nll_sum", "tokens", "correct", *NORMALIZATION):
-            sums[key] += float(out[key])
+            sums[key] += float(out.get(key, 0.0))  # a CTC criterion has no per-token argmax
     scores = summarize(sums)
     tokens = max(sums["tokens"], 1.0)
     mean = sums["logz_sum"] / tokens

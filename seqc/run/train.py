@@ -287,9 +287,9 @@ class _Loop:
                 if self._eval_due(done):
                     dev = self.evaluate(state, done)
                     shown = ", ".join(
-                        f"{t} {d['perplexity']:.2f}"
-                        if self.steps.several
-                        else f"{d['perplexity']:.2f}"
+                        (f"{t} " if self.steps.several else "")
+                        + f"{d['perplexity']:.2f}"
+                        + (f" (wer {d['wer']:.2f}, cer {d['cer']:.2f})" if "wer" in d else "")
                         for t, d in dev.items()
                     )
                     self.console.print(f"step {done}: dev perplexity {shown}")
@@ -393,10 +393,32 @@ class _Loop:
                 continue
             params = unit.params(state["params"])
             dev = evaluate(unit.model, params, unit.session.pipeline, "dev", self.eval_batches)
+            dev |= _error_rates(unit, params)
             tag = {"task": task} if self.steps.several else {}
             self.run.log({"step": step, "split": "dev", **tag, **dev})
             out[task] = dev
         return out
+
+
+ATTENTION_DEV_UTTERANCES = 100
+"""Dev utterances an attention decoder transcribes at each evaluation during training (it decodes
+one utterance at a time); a CTC model transcribes the whole dev split in one pass per batch."""
+
+
+def _error_rates(unit: Any, params: Any) -> dict[str, float]:
+    """WER and CER on dev for a speech task that lists them among its metrics."""
+    session = unit.session
+    if session.pipeline.task != "asr":
+        return {}
+    if not {m.kind for m in session.task_config["metrics"]} & {"wer", "cer"}:
+        return {}
+    from seqc.run.transcribe import score_model
+
+    limit = 0 if unit.model.task.ctc else ATTENTION_DEV_UTTERANCES
+    scores = score_model(
+        unit.model, params, session.pipeline, "dev", session.task_config.get("decode"), limit
+    )
+    return {"wer": scores["wer"], "cer": scores["cer"]}
 
 
 def _placement(session: Session, engine: Backend, console: Console) -> Placement | None:

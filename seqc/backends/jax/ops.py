@@ -16,6 +16,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from seqc.backends import interpret
 from seqc.backends.jax.lazy_rows import LazyTable
@@ -50,7 +51,9 @@ class Ctx(interpret.Ctx):
         return jax.random.fold_in(self.rng, self.counter)
 
     def shape(self, shape: tuple) -> tuple[int, ...]:
-        return tuple(d if isinstance(d, int) else self.dims[d] for d in shape)
+        """Sizes of a shape's dims. A dim no input binds (a convolution's output length,
+        "((N-400)//160+1)") is -1, which a reshape infers (one such dim at most)."""
+        return tuple(d if isinstance(d, int) else self.dims.get(d, -1) for d in shape)
 
 
 Fn = Callable[[list[jax.Array], dict[str, Any], Ctx], jax.Array]
@@ -238,12 +241,95 @@ def _dropout(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 
 @op("conv1d")
 def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """XLA's "SAME" puts the odd padding step on the right; causal pads `width - 1` steps on
+    the left; groups are XLA's feature groups (output channels in contiguous blocks per group,
+    the layout ONNX's and TF's grouped convolutions share)."""
     x, w = xs
     width = w.shape[0]
-    pad = [(width - 1, 0)] if attrs["padding"] == "causal" else "SAME"
+    pad = {"causal": [(width - 1, 0)], "same": "SAME", "valid": "VALID"}[attrs["padding"]]
     return jax.lax.conv_general_dilated(
-        x, w.astype(x.dtype), (attrs["stride"],), pad, dimension_numbers=("NWC", "WIO", "NWC")
+        x,
+        w.astype(x.dtype),
+        (attrs["stride"],),
+        pad,
+        dimension_numbers=("NWC", "WIO", "NWC"),
+        feature_group_count=attrs.get("groups", 1),
     )
+
+
+@op("conv2d")
+def _conv2d(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    x, w = xs
+    return jax.lax.conv_general_dilated(
+        x,
+        w.astype(x.dtype),
+        tuple(attrs["strides"]),
+        attrs["padding"].upper(),
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )
+
+
+def _bands(u: jax.Array, size: int, max_width: int) -> jax.Array:
+    """bool[rows, size]: the union of bands whose (width, start) come from uniform draws
+    u[rows, n, 2]: width uniform in [0, max_width], start uniform in [0, size - width]."""
+    max_width = min(max_width, size)
+    width = jnp.minimum(jnp.floor(u[..., 0] * (max_width + 1)), max_width)
+    start = jnp.minimum(jnp.floor(u[..., 1] * (size - width + 1)), size - width)
+    pos = jnp.arange(size, dtype=u.dtype)[None, None, :]
+    inside = (pos >= start[..., None]) & (pos < (start + width)[..., None])
+    return jnp.any(inside, axis=1)
+
+
+@op("spec_augment")
+def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """Frequency bands and time spans set to 0 in training (`GraphBuilder.spec_augment`).
+    The draws are per row, so under a data-parallel split (`ctx.rows`) this device draws the
+    whole batch's and keeps its rows, as dropout does: the masks do not depend on the split."""
+    x = xs[0]
+    if not ctx.training:
+        return x
+    rows, frames, bins = x.shape
+    n_f, n_t = attrs["freq_masks"], attrs["time_masks"]
+    index, count = ctx.rows if ctx.rows is not None else (0, 1)
+    u = jax.random.uniform(ctx.next_key(), (rows * count, n_f + n_t, 2), jnp.float32)
+    if count != 1:
+        u = jax.lax.dynamic_slice_in_dim(u, index * rows, rows, axis=0)
+    masked = jnp.zeros((rows, frames, bins), jnp.bool_)
+    if n_f and attrs["freq_width"]:
+        masked = masked | _bands(u[:, :n_f], bins, attrs["freq_width"])[:, None, :]
+    if n_t and attrs["time_width"]:
+        masked = masked | _bands(u[:, n_f:], frames, attrs["time_width"])[:, :, None]
+    return jnp.where(masked, jnp.zeros((), x.dtype), x)
+
+
+def _ctc_feasible(frame_mask: jax.Array, labels: jax.Array, label_mask: jax.Array) -> jax.Array:
+    """bool[B]: whether each row's labels fit its frames: a CTC path needs one frame per
+    label plus a blank between each pair of equal neighbours."""
+    frames = jnp.sum(frame_mask.astype(jnp.int32), axis=1)
+    both = label_mask[:, 1:] & label_mask[:, :-1]
+    repeats = jnp.sum(((labels[:, 1:] == labels[:, :-1]) & both).astype(jnp.int32), axis=1)
+    return frames >= jnp.sum(label_mask.astype(jnp.int32), axis=1) + repeats
+
+
+@op("ctc_loss")
+def _ctc_loss(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """optax's CTC in float32. A row that no alignment fits is given an empty label for the
+    library call (so its value and gradient are finite) and a loss of 0 (see
+    `GraphBuilder.ctc_loss`), so it contributes no gradient. Padded labels are set to the
+    blank id, as in the TF table."""
+    logits, frame_mask, labels, label_mask = xs
+    frame_mask, label_mask = frame_mask.astype(jnp.bool_), label_mask.astype(jnp.bool_)
+    labels = jnp.where(label_mask, labels.astype(jnp.int32), attrs["blank"])
+    ok = _ctc_feasible(frame_mask, labels, label_mask)
+    label_mask = label_mask & ok[:, None]
+    loss = optax.ctc_loss(
+        logits.astype(jnp.float32),
+        1.0 - frame_mask.astype(jnp.float32),
+        labels,
+        1.0 - label_mask.astype(jnp.float32),
+        blank_id=attrs["blank"],
+    )
+    return jnp.where(ok, loss, 0.0)
 
 
 @op("take_along")

@@ -417,22 +417,63 @@ def _dropout(xs: list, attrs: dict, ctx: Ctx) -> str:
 
 @op("conv1d")
 def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> str:
-    """ONNX convolves NCW with weights [c_out, c_in, width]; seqc keeps NWC and [width, c_in,
-    c_out], so the weight initializer keeps its seqc layout and name and a Transpose (folded by
-    ORT at load) reorders it. SAME_UPPER is XLA's "SAME"; causal pads width - 1 on the left."""
+    """ONNX convolves NCW with weights [c_out, c_in / groups, width]; seqc keeps NWC and
+    [width, c_in / groups, c_out], so the weight initializer keeps its seqc layout and name and
+    a Transpose (folded by ORT at load) reorders it. SAME_UPPER is XLA's "SAME"; causal pads
+    width - 1 on the left; valid pads nothing. ONNX's `group` splits channels in contiguous
+    blocks, as XLA's feature groups do."""
     x, w = xs
     width = int(ctx.in_types[1].shape[0])
     kernel = ctx.node("Transpose", [ctx.cast(w, ctx.dtype(x))], perm=[2, 1, 0])
-    causal = attrs["padding"] == "causal"
+    padding, groups = attrs["padding"], attrs.get("groups", 1)
     y = ctx.node(
         "Conv",
         [ctx.node("Transpose", [x], perm=[0, 2, 1]), kernel],
         kernel_shape=[width],
         strides=[attrs["stride"]],
-        pads=[width - 1, 0] if causal else None,
-        auto_pad=None if causal else "SAME_UPPER",
+        pads=[width - 1, 0] if padding == "causal" else None,
+        auto_pad="SAME_UPPER" if padding == "same" else None,
+        group=groups if groups != 1 else None,
     )
     return ctx.node("Transpose", [y], perm=[0, 2, 1])
+
+
+@op("conv2d")
+def _conv2d(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """NHWC to ONNX's NCHW and back around one Conv; the HWIO weight is transposed to OIHW by
+    a node (folded at load), so its initializer keeps the seqc layout and name."""
+    x, w = xs
+    kh, kw = (int(d) for d in ctx.in_types[1].shape[:2])
+    kernel = ctx.node("Transpose", [ctx.cast(w, ctx.dtype(x))], perm=[3, 2, 0, 1])
+    y = ctx.node(
+        "Conv",
+        [ctx.node("Transpose", [x], perm=[0, 3, 1, 2]), kernel],
+        kernel_shape=[kh, kw],
+        strides=list(attrs["strides"]),
+        auto_pad="SAME_UPPER" if attrs["padding"] == "same" else None,
+    )
+    return ctx.node("Transpose", [y], perm=[0, 2, 3, 1])
+
+
+@op("spec_augment")
+def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """Inference only: the identity, with no node at all (as dropout)."""
+    return xs[0]
+
+
+@op("ctc_loss")
+def _ctc_loss(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """A training criterion: ONNX has no CTC op, and an exported model needs none (it
+    outputs the scores; decoding is greedy or beam search over them)."""
+    from seqc.backends.onnx.emit import OnnxExportError  # emit imports this module
+
+    op = ctx.op
+    span = op.span if op is not None else None
+    raise OnnxExportError(
+        f"{ctx.where()}: the CTC loss cannot be exported to ONNX; export the graph of the "
+        "model's scores (its logits), not of its training criterion",
+        span=span,
+    )
 
 
 @op("take_along")

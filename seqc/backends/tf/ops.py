@@ -54,7 +54,8 @@ class Ctx(interpret.Ctx):
         return tf.random.experimental.stateless_fold_in(self.rng, self.counter)
 
     def shape(self, shape: tuple) -> list[Any]:
-        return [d if isinstance(d, int) else self.dims[d] for d in shape]
+        """As JAX's: a dim no input binds is -1, which a reshape infers."""
+        return [d if isinstance(d, int) else self.dims.get(d, -1) for d in shape]
 
 
 Fn = Callable[[list[tf.Tensor], dict[str, Any], Ctx], tf.Tensor]
@@ -276,13 +277,92 @@ def _dropout(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 @op("conv1d")
 def _conv1d(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     """TF's "SAME" puts the odd padding step on the right, as XLA's does; causal pads
-    `width - 1` steps on the left and runs "VALID"."""
+    `width - 1` steps on the left and runs "VALID".
+
+    Groups: `tf.nn.conv1d` has no grouped kernel on CPU, so a depthwise convolution
+    (groups == c_in) runs as `tf.nn.depthwise_conv2d` over a height-1 image (what TFLite
+    converts to DEPTHWISE_CONV_2D; its strides must be equal, and a stride along a height
+    of 1 changes nothing), and other group counts as one convolution per group,
+    concatenated. Output channels come in contiguous blocks per group, as in XLA and ONNX.
+    """
     x, w = xs
     w = tf.cast(w, x.dtype)
+    width, stride, groups = int(w.shape[0]), attrs["stride"], attrs.get("groups", 1)
+    padding = "SAME" if attrs["padding"] == "same" else "VALID"
     if attrs["padding"] == "causal":
-        x = tf.pad(x, [[0, 0], [w.shape[0] - 1, 0], [0, 0]])
-        return tf.nn.conv1d(x, w, attrs["stride"], "VALID")
-    return tf.nn.conv1d(x, w, attrs["stride"], "SAME")
+        x = tf.pad(x, [[0, 0], [width - 1, 0], [0, 0]])
+    if groups == 1:
+        return tf.nn.conv1d(x, w, stride, padding)
+    c_in, c_out = int(x.shape[-1]), int(w.shape[2])
+    if groups == c_in:
+        kernel = tf.reshape(w, [1, width, c_in, c_out // c_in])  # [.., g * mult + m] -> [g, m]
+        y = tf.nn.depthwise_conv2d(x[:, None], kernel, [1, stride, stride, 1], padding)
+        return y[:, 0]
+    parts = zip(tf.split(x, groups, axis=-1), tf.split(w, groups, axis=-1), strict=True)
+    return tf.concat([tf.nn.conv1d(a, k, stride, padding) for a, k in parts], axis=-1)
+
+
+@op("conv2d")
+def _conv2d(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    x, w = xs
+    sh, sw = attrs["strides"]
+    return tf.nn.conv2d(x, tf.cast(w, x.dtype), [1, sh, sw, 1], attrs["padding"].upper())
+
+
+def _bands(u: tf.Tensor, size: Any, max_width: int) -> tf.Tensor:
+    """bool[rows, size]: the union of bands whose (width, start) come from uniform draws
+    u[rows, n, 2] (the JAX table's `_bands`, with `size` possibly known only at run time)."""
+    n = tf.cast(size, tf.float32)
+    top = tf.minimum(float(max_width), n)
+    width = tf.minimum(tf.floor(u[..., 0] * (top + 1.0)), top)
+    start = tf.minimum(tf.floor(u[..., 1] * (n - width + 1.0)), n - width)
+    pos = tf.cast(tf.range(size), tf.float32)[None, None, :]
+    inside = (pos >= start[..., None]) & (pos < (start + width)[..., None])
+    return tf.reduce_any(inside, axis=1)
+
+
+@op("spec_augment")
+def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """Frequency bands and time spans set to 0 in training (`GraphBuilder.spec_augment`),
+    drawn from a stateless seed as dropout's masks are; the identity otherwise."""
+    x = xs[0]
+    if not ctx.training:
+        return x
+    rows, frames, bins = (_dim(x, a) for a in range(3))
+    n_f, n_t = attrs["freq_masks"], attrs["time_masks"]
+    u = tf.random.stateless_uniform([rows, n_f + n_t, 2], seed=ctx.next_key())
+    masked = tf.zeros([rows, 1, 1], tf.bool)
+    if n_f and attrs["freq_width"]:
+        masked = masked | _bands(u[:, :n_f], bins, attrs["freq_width"])[:, None, :]
+    if n_t and attrs["time_width"]:
+        masked = masked | _bands(u[:, n_f:], frames, attrs["time_width"])[:, :, None]
+    return tf.where(masked, tf.zeros((), x.dtype), x)
+
+
+@op("ctc_loss")
+def _ctc_loss(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """`tf.nn.ctc_loss` on dense labels, in float32. As in the JAX table, a row that no
+    alignment fits runs with an empty label (TF's own value for it is about 700, optax's
+    about 1e5) and gets a loss of 0, so it gives no gradient; padded labels are set to the
+    blank id so that no out-of-range id reaches the library."""
+    logits, frame_mask, labels, label_mask = xs
+    frame_mask, label_mask = tf.cast(frame_mask, tf.bool), tf.cast(label_mask, tf.bool)
+    blank = attrs["blank"]
+    labels = tf.where(label_mask, tf.cast(labels, tf.int32), blank)
+    frames = tf.reduce_sum(tf.cast(frame_mask, tf.int32), axis=1)
+    both = label_mask[:, 1:] & label_mask[:, :-1]
+    repeats = tf.reduce_sum(tf.cast((labels[:, 1:] == labels[:, :-1]) & both, tf.int32), axis=1)
+    lengths = tf.reduce_sum(tf.cast(label_mask, tf.int32), axis=1)
+    ok = frames >= lengths + repeats
+    loss = tf.nn.ctc_loss(
+        labels,
+        tf.cast(logits, tf.float32),
+        tf.where(ok, lengths, 0),
+        frames,
+        logits_time_major=False,
+        blank_index=blank,
+    )
+    return tf.where(ok, loss, 0.0)
 
 
 @op("take_along")

@@ -19,7 +19,7 @@ def _heads(b: GraphBuilder, x: int, heads: int, head_dim: int) -> int:
     return b.reshape(x, (bsz, t, heads, head_dim))
 
 
-def _key_mask(b: GraphBuilder, c: LayerCall, mask: int, keys: int) -> int:
+def key_mask(b: GraphBuilder, c: LayerCall, mask: int, keys: int) -> int:
     """bool[B, S] padding mask of the keys -> [B, 1, 1, S]."""
     tm, tk = b.type(mask), b.type(keys)
     if tm.rank != 2 or tm.shape != tk.shape[:2]:
@@ -71,7 +71,7 @@ def attend(
     scores = b.einsum("bqhd,bkhd->bhqk", q, k)  # [B, h, T, S]
     allowed = None
     if mask is not None:
-        allowed = _key_mask(b, c, mask, memory)
+        allowed = key_mask(b, c, mask, memory)
     if causal:
         tri = b.causal_mask(x, axis=1)  # [T, T]
         allowed = tri if allowed is None else b.binary("logical_and", allowed, tri)

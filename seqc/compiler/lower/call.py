@@ -47,11 +47,22 @@ class LayerCall:
 
 Lowering = Callable[[GraphBuilder, LayerCall], int]
 LOWERINGS: dict[str, Lowering] = {}
+MASKS: dict[str, Lowering] = {}
+"""Kind -> its `.mask(m)`: a padding mask at the layer's input rate mapped to its output rate
+(layers that change the time axis' rate: the audio front end, subsampling)."""
 
 
 def lowering(kind: str) -> Callable[[Lowering], Lowering]:
     def register(fn: Lowering) -> Lowering:
         LOWERINGS[kind] = fn
+        return fn
+
+    return register
+
+
+def mask_lowering(kind: str) -> Callable[[Lowering], Lowering]:
+    def register(fn: Lowering) -> Lowering:
+        MASKS[kind] = fn
         return fn
 
     return register

@@ -21,7 +21,7 @@ from seqc.compiler.graph import (
     TensorType,
     too_large,
 )
-from seqc.compiler.lower.call import LOWERINGS, LayerCall
+from seqc.compiler.lower.call import LOWERINGS, MASKS, LayerCall
 from seqc.resolve.layers import LayerInstance
 from seqc.spec import ir
 from seqc.spec.errors import CheckError
@@ -191,6 +191,11 @@ class _Lowerer:
             left = self.expr(e.left, env, children, siblings)
             right = self.expr(e.right, env, children, siblings)
             return self._binop(e, left, right)
+        if isinstance(e, ir.Call) and isinstance(e.func, ir.Attr):
+            assert isinstance(e.func.obj, ir.Name)  # checked: `sublayer.mask(m)`
+            child = children[e.func.obj.id]
+            args = [self.expr(a, env, children, siblings) for a in e.args]
+            return self.mask(child, args, e.span)
         if isinstance(e, ir.Call):
             assert isinstance(e.func, ir.Name)
             child = children[e.func.id]
@@ -240,6 +245,28 @@ class _Lowerer:
                     raise too_large(ahead, child.path, child.span or span)
         assert out is not None
         return out
+
+    def mask(self, inst: LayerInstance, args: list[Any], span: ir.Span | None) -> _Tensor:
+        """`layer.mask(m)`: the padding mask `m` at the rate of the layer's output."""
+        fn = MASKS.get(inst.kind) if inst.builtin and not inst.repeat else None
+        if fn is None:
+            have = ", ".join(sorted(MASKS))
+            raise CheckError(
+                f"`{inst.path}` ({inst.kind}) has no `.mask(...)`: it keeps the time axis' rate",
+                span=span,
+                code="no-mask",
+                expected=f"a layer that changes the rate: {have}",
+                hint="pass the mask you have to the next layer as it is",
+            )
+        if len(args) != 1 or not isinstance(args[0], _Tensor):
+            raise CheckError(f"`{inst.path}.mask` takes one mask tensor", span=span, code="arity")
+        saved = (self.b.layer, self.b.span)
+        self.b.layer, self.b.span = inst.path, span
+        try:
+            call = LayerCall(inst.kind, inst.path, inst.args, list(args), {}, {}, span)
+            return _Tensor(fn(self.b, call))
+        finally:
+            self.b.layer, self.b.span = saved
 
     def _apply_one(
         self,

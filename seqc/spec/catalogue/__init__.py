@@ -4,7 +4,8 @@ Importing this package fills `seqc.spec.kinds.REGISTRY`. Each module declares on
 namespaces; a namespace says where in a spec a call is valid, so `adam(...)` is accepted only
 where an optimizer is expected:
 
-- layers: "layer", the layers a model body calls (Embedding, SelfAttention, Softmax, ...).
+- layers: "layer", the layers a model body calls (Embedding, SelfAttention, Softmax, ...);
+  speech: the audio front end and the Conformer, in the same namespace.
 - training: "optimizer", "schedule", "loss", "metric", "decode".
 - data: "reader" (text, tsv, jsonl files) and "tokenizer".
 - distribution: "device", "placement" (single, manual, Baechi's m_topo/m_etf/m_sct) and
@@ -23,6 +24,6 @@ each kind lists the params that may be given without a name, in order.
 
 from __future__ import annotations
 
-from seqc.spec.catalogue import blocks, data, distribution, layers, training
+from seqc.spec.catalogue import blocks, data, distribution, layers, speech, training
 
-__all__ = ["blocks", "data", "distribution", "layers", "training"]
+__all__ = ["blocks", "data", "distribution", "layers", "speech", "training"]

@@ -5,7 +5,8 @@ Why declared here: an `input` block names its readers and tokenizer by call
 before anything is read, so a wrong column or a misspelt option fails at the spec line.
 
 A reader yields examples with a source sequence and, for sequence-to-sequence tasks, a target
-sequence; language models use the source only. A tokenizer is fitted on the train reader's
+sequence; language models use the source only. An audio reader yields a wav file and its
+transcript (speech recognition). A tokenizer is fitted on the train reader's
 text (or loaded) and turns text into token ids.
 """
 
@@ -96,6 +97,27 @@ declare(
         "Name of the field holding the target text; none for source-only data.",
     ),
     param("encoding", STR, "utf-8", _ENCODING_DOC),
+    positional=("path",),
+)
+
+declare(
+    "reader",
+    "audio_manifest",
+    "Speech: JSON Lines, one utterance per line, a wav file and its transcript (the target; the "
+    "tokenizer is fitted on transcripts). Wavs are 16-bit PCM mono at `sample_rate`; relative "
+    "wav paths are relative to the manifest's folder. With this reader, the input block's "
+    "`buckets` bounds and `max_length` are in seconds of audio.",
+    param("path", STR, doc=_PATH_DOC),
+    param("audio", STR, "audio", "Name of the field holding the wav file's path."),
+    param("text", STR, "text", "Name of the field holding the transcript."),
+    param(
+        "sample_rate",
+        INT.within(POSITIVE),
+        16000,
+        "Samples per second every wav must have (resample others with "
+        "`sox -D in.wav -r 16000 -c 1 -b 16 out.wav`).",
+    ),
+    param("encoding", STR, "utf-8", "Text encoding of the manifest."),
     positional=("path",),
 )
 

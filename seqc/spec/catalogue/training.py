@@ -271,6 +271,22 @@ declare(
     positional=(),
 )
 
+declare(
+    "loss",
+    "ctc",
+    "Connectionist temporal classification (Graves et al., 2006): the negative log of the "
+    "total probability of every frame alignment of the transcript, blanks (id 0, the padding "
+    "id) between and around its tokens. The model returns per-frame logits and the frames' "
+    "mask: `return out(x), mask`.",
+    param(
+        "reduction",
+        one_of("token", "sequence"),
+        "token",
+        "Divide the summed loss by the transcript tokens, or by the utterances.",
+    ),
+    positional=(),
+)
+
 _SAMPLES_DOC = (
     "K: candidate words drawn per training step, with replacement, one set shared by the batch."
 )
@@ -389,6 +405,19 @@ declare(
     positional=(),
 )
 
+declare(
+    "metric",
+    "wer",
+    "Word error rate of decoded transcripts (jiwer): substitutions, deletions and insertions "
+    "over the reference words, summed over the corpus, in percent.",
+)
+
+declare(
+    "metric",
+    "cer",
+    "Character error rate of decoded transcripts (jiwer), like `wer` over characters.",
+)
+
 # --- decoders ----------------------------------------------------------------------------------
 
 _MAX_LENGTH_DOC = "Stop after this many output tokens if no end-of-sequence is produced."
@@ -396,7 +425,8 @@ _MAX_LENGTH_DOC = "Stop after this many output tokens if no end-of-sequence is p
 declare(
     "decode",
     "greedy",
-    "Takes the most likely token at each step.",
+    "Takes the most likely token at each step (for a CTC model: at each frame, then merges "
+    "repeats and drops blanks).",
     param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
     positional=(),
 )
@@ -429,7 +459,8 @@ declare(
     "decode",
     "beam",
     "Beam search keeping the `width` best partial outputs, ranked by length-normalised "
-    "log-probability (GNMT penalty ((5 + len) / 6) ^ alpha).",
+    "log-probability (GNMT penalty ((5 + len) / 6) ^ alpha). For a CTC model, the prefix "
+    "beam search over frames (the length penalty does not apply).",
     param("width", COUNT, 4, "Number of hypotheses kept at each step."),
     param(
         "length_penalty",

@@ -1,0 +1,99 @@
+"""The CTC criterion, and the one change a CTC model's graph gets when it is compiled.
+
+A CTC model returns per-frame logits and the mask of its real frames (`return out(x), mask`).
+The compiler folds the mask into the logits (`fold_frame_mask`): a padding frame's logits
+become "blank, with certainty" (0 for the blank, -1e9 for every other id). Extra blank frames
+at the end of an utterance leave the probability of every transcript unchanged (CTC allows any
+number of trailing blanks, each with probability 1 there), so the loss over all F frames equals
+the loss over the real ones, and greedy or beam decoding over all F frames gives the same text.
+Why fold it rather than pass the mask along: the model then has one output, as every other
+model has, so the training steps, data parallelism, evaluation, decoders and exported artifacts
+(ONNX, TFLite) handle CTC models unchanged, and a deployed artifact's logits need no mask.
+
+The criterion's outputs follow `seqc.compiler.lower.criterion`: sums over real tokens so that
+batches combine exactly. `nll_sum` is the CTC negative log-likelihood summed over utterances,
+`tokens` the transcript tokens, so `exp(nll_sum / tokens)` is a per-token perplexity of the
+transcript (every alignment summed), comparable between CTC models with one tokenizer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from seqc.compiler.graph import Graph, GraphBuilder, TensorType
+from seqc.compiler.lower.criterion import LABELS, LOGITS, MASK
+from seqc.resolve.values import CallValue
+from seqc.spec.errors import CheckError
+from seqc.spec.ir import Span
+
+BLANK = 0
+"""The blank's id: the padding id, which never occurs inside a transcript."""
+
+FORCED = -1e9
+"""A padding frame's logit for every id but the blank."""
+
+
+def fold_frame_mask(graph: Graph, span: Span | None) -> None:
+    """Rewrite a CTC model's outputs (logits [B, F, V], mask bool [B, F]) into one: the logits
+    with padding frames forced to the blank. `span` is the task's `loss = ctc()` line."""
+    if len(graph.outputs) != 2:
+        raise CheckError(
+            "a model trained with `ctc` returns its frame logits and their mask",
+            span=span,
+            code="ctc-outputs",
+            expected="forward (...) -> (float32[B, F, vocab], bool[B, F]) ending "
+            "`return logits, mask`",
+            found=f"{len(graph.outputs)} output(s)",
+            hint="get the frames' mask with the front end's `.mask(audio_mask)` (and the "
+            "subsampling's, if any)",
+        )
+    logits, mask = graph.outputs
+    tl, tm = graph.ops[logits].type, graph.ops[mask].type
+    if tl.rank != 3 or tm.rank != 2 or tm.dtype != "bool" or tuple(tm.shape) != tl.shape[:2]:
+        raise CheckError(
+            "the frame mask a `ctc` model returns must match its logits' [B, F]",
+            span=graph.ops[mask].span or span,
+            code="shape-mismatch",
+            expected=f"bool[{tl.shape[0]}, {tl.shape[1]}] beside logits {tl}",
+            found=f"{tm} beside logits {tl}",
+        )
+    b = GraphBuilder()
+    b.graph = graph
+    b.layer, b.span = "loss", span
+    vocab = tl.shape[-1]
+    assert isinstance(vocab, int)
+    forced = [FORCED] * vocab
+    forced[BLANK] = 0.0
+    blank_only = b.constant(np.asarray([forced], np.float32))  # [1, V]: broadcasts
+    bsz, frames = tm.shape
+    real = b.reshape(mask, (bsz, frames, 1))
+    graph.outputs = [b.where(real, logits, blank_only)]
+
+
+def lower_ctc(loss: CallValue, logits: TensorType, span: Span | None = None) -> Graph:
+    """The CTC criterion graph over logits [B, F, V] (padding frames already forced to the
+    blank), labels int32 [B, L] and their mask."""
+    b = GraphBuilder()
+    b.layer, b.span = "loss", span
+    bsz, frames, _ = logits.shape
+    z = b.input(LOGITS, logits)
+    labels = b.input(LABELS, TensorType("int32", (bsz, "L")))
+    mask = b.input(MASK, TensorType("bool", (bsz, "L")))
+    z32 = b._add("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
+    # The real frames, read back from the folded logits (a padding frame's id 1 is FORCED), so
+    # the op sees each utterance's own length: a transcript too long for it is its loss of 0.
+    one = b.reshape(b.slice(z32, -1, 1, 2), (bsz, frames))
+    real = b.binary("greater", one, b.constant(FORCED / 2))
+    per_utterance = b.ctc_loss(z32, real, labels, mask, blank=BLANK)  # [B]
+    m = b.cast(mask, "float32")
+    tokens = b.reduce("reduce_sum", m, (0, 1), keepdims=False)
+    # A padding row (no transcript, every frame blank) has probability 1: its loss is 0.
+    nll_sum = b.reduce("reduce_sum", per_utterance, (0,), keepdims=False)
+    if loss.args.get("reduction") == "sequence":
+        real_rows = b.reduce("reduce_max", m, (1,), keepdims=False)
+        count = b.reduce("reduce_sum", real_rows, (0,), keepdims=False)
+    else:
+        count = tokens
+    value = b.binary("div", nll_sum, b.binary("maximum", count, b.constant(1.0)))
+    b.graph.outputs = [value, nll_sum, tokens]
+    return b.graph

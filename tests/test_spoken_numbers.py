@@ -1,0 +1,136 @@
+"""The spoken-numbers speech corpus (`seqc.data.corpora.spoken_numbers`), built tiny: the same
+bytes on every build, a test voice and test numbers that training never sees, and manifests a
+speech input reads as they are."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import wave
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from seqc.data.audio import read_wav
+from seqc.data.calls import make_call
+from seqc.data.commands import data_app
+from seqc.data.corpora import spoken_numbers
+from seqc.data.pipeline import InputPipeline
+from seqc.data.prepare import describe, prepare
+
+TINY = {"train": 12, "dev": 4, "test": 4}
+MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
+needs_tools = pytest.mark.skipif(
+    bool(MISSING),
+    reason=f"{', '.join(MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
+)
+
+
+def manifest_lines(folder: Path, split: str) -> list[dict[str, Any]]:
+    text = (folder / f"{split}.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny corpus through `prepare`, as `seqc data prepare spoken-numbers` makes it."""
+    if MISSING:
+        pytest.skip(f"{', '.join(MISSING)} not installed")
+    root = tmp_path_factory.mktemp("data")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(spoken_numbers, "SIZES", TINY)
+        result = prepare("spoken-numbers", root)
+    assert "h of audio" in describe(result)
+    return result.folder
+
+
+def test_phrases_are_normalised_words() -> None:
+    assert spoken_numbers.phrase(3456, "cardinal") == "three thousand four hundred and fifty six"
+    assert spoken_numbers.phrase(1905, "year") == "nineteen oh five"
+    assert spoken_numbers.phrase(21, "ordinal") == "twenty first"
+    assert spoken_numbers.normalise("One-Hundred,  and TWO") == "one hundred and two"
+
+
+def test_held_out_numbers_never_reach_training() -> None:
+    planned = spoken_numbers.plan()  # the full corpus's plan: no audio is made
+    assert {k: len(v) for k, v in planned.items()} == spoken_numbers.SIZES
+    numbers = {split: {u.number for u in us} for split, us in planned.items()}
+    texts = {split: {u.text for u in us} for split, us in planned.items()}
+    assert not numbers["test"] & (numbers["train"] | numbers["dev"])
+    assert not numbers["dev"] & numbers["train"]
+    assert not texts["test"] & (texts["train"] | texts["dev"])
+    assert {u.voice for u in planned["test"]} == {"slt"}
+    assert "slt" not in {u.voice for u in planned["train"] + planned["dev"]}
+    assert len({u.speaker for u in planned["train"]}) > 40  # voices x variants, and flite's
+    assert {u.form for u in planned["train"]} == {"cardinal", "ordinal", "year"}
+    small = spoken_numbers.plan(TINY)  # a small corpus is a prefix of the full one
+    assert all(small[s] == planned[s][: TINY[s]] for s in TINY)
+
+
+@needs_tools
+def test_manifests_describe_their_wavs(corpus: Path) -> None:
+    meta = json.loads((corpus / "manifest.json").read_text())
+    assert meta["corpus"] == "spoken-numbers" and meta["sample_rate"] == 16000
+    for split, n in TINY.items():
+        lines = manifest_lines(corpus, split)
+        assert len(lines) == n == meta["splits"][split]["utterances"]
+        for i, line in enumerate(lines, 1):
+            assert line["audio"] == f"wavs/{split}/{i:06d}.wav"
+            wav = corpus / line["audio"]
+            assert hashlib.sha256(wav.read_bytes()).hexdigest() == line["sha256"]
+            with wave.open(str(wav), "rb") as f:
+                assert (f.getframerate(), f.getnchannels(), f.getsampwidth()) == (16000, 1, 2)
+                assert line["duration"] == f.getnframes() / 16000
+            assert 0.3 < line["duration"] < 8.0
+            peak = int(np.abs(read_wav(wav).astype(np.int32)).max())
+            assert 1000 < peak < 32767  # audible, and not clipped by resampling
+            assert line["text"] == spoken_numbers.normalise(line["text"])
+        seconds = sum(line["duration"] for line in lines)
+        assert meta["splits"][split]["hours"] == round(seconds / 3600, 4)
+    assert {line["voice"] for line in manifest_lines(corpus, "test")} == {"flite:slt"}
+    heard = {line["voice"] for s in ("train", "dev") for line in manifest_lines(corpus, s)}
+    assert "flite:slt" not in heard
+
+
+@needs_tools
+def test_two_builds_are_the_same_bytes(corpus: Path, tmp_path: Path) -> None:
+    meta = spoken_numbers.build(tmp_path, sizes=TINY, workers=1)  # another worker count too
+    for split in TINY:
+        first, again = manifest_lines(corpus, split), manifest_lines(tmp_path, split)
+        assert [x["sha256"] for x in again] == [x["sha256"] for x in first]
+        data = (tmp_path / f"{split}.jsonl").read_bytes()
+        assert data == (corpus / f"{split}.jsonl").read_bytes()
+        assert meta["splits"][split]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+@needs_tools
+def test_a_speech_input_reads_the_corpus(corpus: Path) -> None:
+    config = {
+        "train": make_call("reader", "audio_manifest", str(corpus / "train.jsonl")),
+        "test": make_call("reader", "audio_manifest", str(corpus / "test.jsonl")),
+        "tokenizer": make_call("tokenizer", "chars"),
+        "buckets": {2.0: 4, 4.0: 2},
+    }
+    pipe = InputPipeline(config)
+    assert pipe.task == "asr" and pipe.sizes == {"train": 12, "test": 4}
+    test = list(pipe.batches("test"))
+    assert sum(b.num_examples for b in test) == 4  # a longer test utterance gets a bucket too
+    assert all(b["audio_mask"].sum() > 0 for b in test)
+
+
+def test_missing_programs_say_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spoken_numbers.shutil, "which", lambda name: None)
+    result = CliRunner().invoke(
+        data_app, ["prepare", "spoken-numbers", "--cache-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert "apt-get install -y espeak-ng flite sox" in result.output
+    assert "`espeak-ng`, `flite`, `sox` are not installed" in result.output
+    assert "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []  # nothing half-built is left behind
