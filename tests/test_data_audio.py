@@ -190,6 +190,27 @@ def test_a_spec_names_an_audio_manifest(tmp_path: Path, monkeypatch: pytest.Monk
     assert {b.bucket for b in itertools.islice(pipe.batches("train"), 2)} == {16000, 32000}
 
 
+def test_a_spec_writes_buckets_and_max_length_in_fractional_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec_dir = tmp_path / "spec"
+    utterances(spec_dir, "train.jsonl", [0.3, 0.7, 1.4])
+    (spec_dir / "asr.seq").write_text(
+        'seqc 1\n\ninput speech {\n  train = audio_manifest("train.jsonl")\n'
+        "  tokenizer = chars()\n  buckets = {0.5: 4, 1.5: 2}\n  max_length = 1.5\n}\n\n"
+        "model Tiny(vocab: int, d: int = 8) {\n  embed = Embedding(vocab, d)\n"
+        "  out = Softmax(vocab, d, tie = embed)\n"
+        "  forward (ids: int32[B, T]) -> float32[B, T, vocab] {\n    return out(embed(ids))\n"
+        "  }\n}\n\ntask asr {\n  input = speech\n  model = Tiny(vocab = input.vocab_size)\n}\n\n"
+        "experiment speech.asr {\n  tasks = [asr]\n}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    experiment = resolve(load_program(spec_dir / "asr.seq"), "speech.asr")
+    pipe = InputPipeline.for_task(experiment, "asr")
+    assert [b.bound for b in pipe.buckets] == [8000, 24000]
+    assert pipe.sizes == {"train": 3}
+
+
 # ------------------------------------------------------------------------------ bad files
 
 

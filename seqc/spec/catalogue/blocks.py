@@ -34,8 +34,12 @@ from seqc.spec.types import (
     list_of,
     map_of,
     one_of,
+    union,
 )
 from seqc.spec.types import optional as opt
+
+SECONDS: Final[Type] = FLOAT.within(POSITIVE)
+"""A length of audio in seconds (a bucket's bound, `max_length`, for an audio reader)."""
 
 NAMESPACE: Final[str] = "block"
 
@@ -69,11 +73,17 @@ block(
     ),
     param(
         "buckets",
-        map_of(COUNT, COUNT),
+        map_of(union(COUNT, SECONDS), COUNT),
         {},
-        "Length buckets as upper bound on length: batch size; empty for one batch size.",
+        "Length buckets as upper bound on length: batch size; empty for one batch size. "
+        "Lengths are tokens, or seconds of audio for an audio reader (`{2.5: 32, 5: 16}`).",
     ),
-    param("max_length", COUNT, 256, "Drop training examples longer than this many tokens."),
+    param(
+        "max_length",
+        union(COUNT, SECONDS),
+        256,
+        "Drop training examples longer than this many tokens (seconds for an audio reader).",
+    ),
     param("shuffle_buffer", EVERY, 10000, "Examples held in the shuffle buffer; 0 for no shuffle."),
     param("seed", SEED, 1, "Seed of the shuffling order."),
     param("lowercase", BOOL, False, "Lowercase all text before tokenising."),
