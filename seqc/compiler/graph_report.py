@@ -42,14 +42,19 @@ def print_graph_report(
     if graph is None:
         graph = compile_task(program, r, task).graph
     buckets = r.config[task]["input"].get("buckets") or {}
-    length = max(buckets) if buckets else int(r.config[task]["input"]["max_length"])
-    dims = {"B": 1, "T": length, "S": length}
+    length = max(buckets) if buckets else r.config[task]["input"]["max_length"]
+    audio = _audio_dim(graph)
+    if audio is None:
+        dims = {"B": 1, "T": int(length), "S": int(length)}
+        sizes = f"T = S = {length}"
+    else:  # buckets are seconds of audio; transcripts of a few tokens a second
+        rate = _sample_rate(r.config[task]["input"])
+        dims = {"B": 1, audio: int(float(length) * rate), "T": max(1, int(3 * float(length)))}
+        sizes = f"{audio} = {dims[audio]:,} samples ({length} s), T = {dims['T']}"
     cost = estimate(graph, dims)
     kinds = Counter(op.kind for op in graph.ops)
     console.print(
-        Text.assemble(
-            (f"{task}.model", "bold"), f": {model.kind}, lowered for B = 1, T = S = {length}"
-        )
+        Text.assemble((f"{task}.model", "bold"), f": {model.kind}, lowered for B = 1, {sizes}")
     )
     console.print(
         f"  ops: {cost.op_count} ({', '.join(f'{k} {n}' for k, n in kinds.most_common(8))}, ...)"
@@ -80,6 +85,21 @@ def print_graph_report(
             f"{lc['act'] / 1024:.0f}",
         )
     console.print(table)
+
+
+def _audio_dim(graph: Graph) -> str | None:
+    """The symbol of the samples axis of a model's `audio` input, if it has one."""
+    vid = graph.inputs.get("audio")
+    if vid is None:
+        return None
+    shape = graph.ops[vid].type.shape
+    return shape[1] if len(shape) == 2 and isinstance(shape[1], str) else None
+
+
+def _sample_rate(input_config: dict[str, Any]) -> int:
+    reader = input_config.get("train")
+    args = getattr(reader, "args", None) or {}
+    return int(args.get("sample_rate", 16000))
 
 
 def print_joint_report(
