@@ -203,3 +203,61 @@ def test_ctc_model_without_a_mask_output_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckError) as e:
         compile_task(program, resolved, "asr_ctc")
     assert e.value.code == "ctc-outputs"
+
+
+def test_joint_ctc_is_the_weighted_sum_of_its_terms_on_both_backends() -> None:
+    """joint_ctc(w) = (1 - w) x the decoder's cross-entropy + w x CTC, each as its own
+    criterion computes it; TF gives the same training loss as JAX."""
+    from seqc.compiler.lower.criterion import lower_criterion
+    from seqc.compiler.lower.ctc import lower_ctc
+    from seqc.resolve.values import CallValue
+
+    program = load_program(SPEC)
+    resolved = resolve(program, "asr.numbers.joint.tiny", ["asr_joint.model.vocab=12"])
+    task = compile_task(program, resolved, "asr_joint")
+    assert len(task.graph.outputs) == 1 and len(task.training_graph.outputs) == 2
+    params = params_of(task.graph)
+    audio = np.stack([_speechlike(9600, 7), _speechlike(9600, 8)])
+    mask = np.arange(9600)[None, :] < np.array([9600, 8000])[:, None]
+    tgt_in = np.array([[1, 5, 6, 0], [1, 7, 0, 0]], np.int32)
+    tgt_out = np.array([[5, 6, 2, 0], [7, 2, 0, 0]], np.int32)
+    labels = np.array([[5, 6, 0, 0], [7, 0, 0, 0]], np.int32)
+    arrays = {
+        "audio": audio * mask,
+        "audio_mask": mask,
+        "tgt_in": tgt_in,
+        "tgt_out": tgt_out,
+        "tgt_mask": tgt_out > 0,
+        "labels": labels,
+        "label_mask": labels > 0,
+    }
+    outs = jax_run_graph(task.training_graph, params, task.inputs(arrays), JaxCtx())
+    both = task.model_output(outs)
+    joint = jax_run_graph(task.train_criterion, {}, task.criterion_inputs(both, arrays), JaxCtx())
+    w = 0.3
+    ce = CallValue(
+        kind="cross_entropy", namespace="loss", args={"label_smoothing": 0.1, "reduction": "token"}
+    )
+    ce_graph = lower_criterion(ce, task.graph.ops[task.graph.outputs[0]].type, accuracy=False)
+    ce_loss = jax_run_graph(
+        ce_graph, {}, {"logits": both[0], "labels": tgt_out, "mask": tgt_out > 0}, JaxCtx()
+    )[0]
+    ctc = CallValue(kind="ctc", namespace="loss", args={"reduction": "token"})
+    ctc_graph = lower_ctc(ctc, task.training_graph.ops[task.training_graph.outputs[1]].type)
+    ctc_loss = jax_run_graph(
+        ctc_graph, {}, {"logits": both[1], "labels": labels, "mask": labels > 0}, JaxCtx()
+    )[0]
+    want = (1 - w) * float(ce_loss) + w * float(ctc_loss)
+    assert float(joint[0]) == pytest.approx(want, rel=1e-5)
+
+    tf_params = {k: tf.constant(v) for k, v in params.items()}
+
+    @tf.function
+    def tf_loss(xs: dict) -> tf.Tensor:
+        got = task.model_output(
+            tf_run_graph(task.training_graph, tf_params, task.inputs(xs), TfCtx())
+        )
+        return tf_run_graph(task.train_criterion, {}, task.criterion_inputs(got, xs), TfCtx())[0]
+
+    got = float(tf_loss({k: tf.constant(v) for k, v in arrays.items()}))
+    assert got == pytest.approx(float(joint[0]), rel=1e-4)

@@ -8,7 +8,8 @@ criterion graphs of its loss (see `seqc.compiler.lower.criterion`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,17 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.lower import lower_model
 from seqc.compiler.lower.criterion import LABELS as LABEL_INPUT
 from seqc.compiler.lower.criterion import LOGITS, MASK, lower_criterion
-from seqc.compiler.lower.ctc import fold_frame_mask, lower_ctc
+from seqc.compiler.lower.ctc import (
+    CTC_LABELS as CTC_LABEL_INPUT,
+)
+from seqc.compiler.lower.ctc import (
+    CTC_LOGITS,
+    CTC_MASK,
+    fold_frame_mask,
+    fold_joint,
+    lower_ctc,
+    lower_joint_ctc,
+)
 from seqc.compiler.lower.sampled import (
     CANDIDATES,
     CANDIDATES_LOG_E,
@@ -63,6 +74,18 @@ class CompiledTask:
         return self.train_graph if self.train_graph is not None else self.graph
 
     @property
+    def joint_ctc(self) -> bool:
+        """True for joint CTC + attention: training reads the decoder's and the CTC logits."""
+        return self.config["loss"].kind == "joint_ctc"
+
+    def model_output(self, outputs: Sequence[Any]) -> Any:
+        """What a forward pass hands the criterion: the logits, or for joint CTC + attention in
+        training (whose training graph has both) the pair (decoder logits, CTC logits)."""
+        if self.joint_ctc and len(outputs) == 2:
+            return (outputs[0], outputs[1])
+        return outputs[0]
+
+    @property
     def ctc(self) -> bool:
         """True for a CTC model: its logits are per frame, its labels the transcript's tokens."""
         return self.config["loss"].kind == "ctc"
@@ -79,6 +102,17 @@ class CompiledTask:
     def criterion_inputs(self, logits: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The criterion graph's inputs: these logits and the batch's labels and mask."""
         labels, mask = self.labels
+        if isinstance(logits, tuple):  # joint CTC + attention in training
+            decoder, ctc = logits
+            ctc_labels, ctc_mask = CTC_LABELS
+            return {
+                LOGITS: decoder,
+                LABEL_INPUT: arrays[labels],
+                MASK: arrays[mask],
+                CTC_LOGITS: ctc,
+                CTC_LABEL_INPUT: arrays[ctc_labels],
+                CTC_MASK: arrays[ctc_mask],
+            }
         return {LOGITS: logits, LABEL_INPUT: arrays[labels], MASK: arrays[mask]}
 
     def train_criterion_inputs(self, outputs: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,12 +146,26 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
     fields = input_fields(graph)
     span = resolved.span(f"{task}.loss")
     loss = config["loss"]
+    joint_outputs: list[int] = []
     if loss.kind == "ctc":
         fold_frame_mask(graph, span)
+    elif loss.kind == "joint_ctc":
+        joint_outputs = list(fold_joint(graph, span))
+        graph.outputs = joint_outputs[:1]  # inference, evaluation, export: the decoder
     logits = graph.ops[graph.outputs[0]].type
     if loss.kind == "ctc":
         train = lower_ctc(loss, logits, span)
         evaluation, train_graph = train, None
+    elif loss.kind == "joint_ctc":
+        ctc_logits = graph.ops[joint_outputs[1]].type
+        train = lower_joint_ctc(loss, logits, ctc_logits, span)
+        decoder_only = CallValue(
+            kind="cross_entropy",
+            namespace="loss",
+            args={"label_smoothing": loss.args["label_smoothing"], "reduction": "token"},
+        )
+        evaluation = lower_criterion(decoder_only, logits, accuracy=True, span=span)
+        train_graph = dataclasses.replace(graph, outputs=joint_outputs)
     elif loss.kind in SAMPLED:
         train = lower_sampled(loss, graph, span)  # checks the model ends in a Softmax
         assert graph.head is not None

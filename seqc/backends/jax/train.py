@@ -114,7 +114,7 @@ class JaxModel:
     ) -> jax.Array:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype, rows=rows)
         graph = self.task.training_graph if training else self.graph
-        return run_graph(graph, params, self.task.inputs(arrays), ctx)[0]
+        return self.task.model_output(run_graph(graph, params, self.task.inputs(arrays), ctx))
 
     def criterion(self, graph: Graph, logits: jax.Array, arrays: Mapping[str, Any]) -> dict:
         """The criterion graph's outputs by name (in float32 whatever the compute dtype)."""

@@ -129,7 +129,8 @@ class TfModel:
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype)
         params = self.params if params is None else params
         graph = self.task.training_graph if training else self.graph
-        return run_graph(graph, params, self.task.inputs(arrays), ctx, self.placement)[0]
+        outputs = run_graph(graph, params, self.task.inputs(arrays), ctx, self.placement)
+        return self.task.model_output(outputs)
 
     def criterion(self, graph: Graph, logits: tf.Tensor, arrays: Mapping) -> dict:
         """The criterion graph's outputs by name (in float32 whatever the compute dtype)."""

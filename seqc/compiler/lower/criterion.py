@@ -59,6 +59,16 @@ def lower_criterion(
         )
     b = GraphBuilder()
     b.layer, b.span = "loss", span
+    b.graph.outputs = cross_entropy(b, loss, logits, accuracy)
+    return b.graph
+
+
+def cross_entropy(
+    b: GraphBuilder, loss: CallValue, logits: TensorType, accuracy: bool
+) -> list[int]:
+    """The cross-entropy criterion's outputs (`TRAIN_OUTPUTS`, or `EVAL_OUTPUTS` with
+    `accuracy`) in `b`, over new inputs `LOGITS`, `LABELS`, `MASK` (joint CTC + attention adds
+    its CTC term beside these, `seqc.compiler.lower.ctc`)."""
     positions = logits.shape[:-1]
     every = tuple(range(len(positions)))
     z = b.input(LOGITS, logits)
@@ -99,5 +109,4 @@ def lower_criterion(
         log_z = b.binary("add", score, nll)
         for v in (log_z, b.binary("mul", log_z, log_z), b.unary("neg", score)):
             outputs.append(b.reduce("reduce_sum", b.binary("mul", v, m), every, keepdims=False))
-    b.graph.outputs = outputs
-    return b.graph
+    return outputs

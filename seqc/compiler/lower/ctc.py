@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqc.compiler.graph import Graph, GraphBuilder, TensorType
-from seqc.compiler.lower.criterion import LABELS, LOGITS, MASK
+from seqc.compiler.lower.criterion import LABELS, LOGITS, MASK, cross_entropy
 from seqc.resolve.values import CallValue
 from seqc.spec.errors import CheckError
 from seqc.spec.ir import Span
@@ -47,11 +47,31 @@ def fold_frame_mask(graph: Graph, span: Span | None) -> None:
             hint="get the frames' mask with the front end's `.mask(audio_mask)` (and the "
             "subsampling's, if any)",
         )
-    logits, mask = graph.outputs
+    graph.outputs = [_fold(graph, *graph.outputs, span)]
+
+
+def fold_joint(graph: Graph, span: Span | None) -> tuple[int, int]:
+    """(decoder logits, folded CTC logits) of a joint CTC + attention model, whose forward
+    returns the decoder's logits [B, T, V], the CTC logits [B, F, V] and the frames' mask."""
+    if len(graph.outputs) != 3:
+        raise CheckError(
+            "a model trained with `joint_ctc` returns the decoder's logits, the frame logits "
+            "and the frames' mask",
+            span=span,
+            code="ctc-outputs",
+            expected="forward (...) -> (float32[B, T, vocab], float32[B, F, vocab], bool[B, F]) "
+            "ending `return logits, ctc_logits, mask`",
+            found=f"{len(graph.outputs)} output(s)",
+        )
+    decoder, logits, mask = graph.outputs
+    return decoder, _fold(graph, logits, mask, span)
+
+
+def _fold(graph: Graph, logits: int, mask: int, span: Span | None) -> int:
     tl, tm = graph.ops[logits].type, graph.ops[mask].type
     if tl.rank != 3 or tm.rank != 2 or tm.dtype != "bool" or tuple(tm.shape) != tl.shape[:2]:
         raise CheckError(
-            "the frame mask a `ctc` model returns must match its logits' [B, F]",
+            "the frame mask a CTC model returns must match its logits' [B, F]",
             span=graph.ops[mask].span or span,
             code="shape-mismatch",
             expected=f"bool[{tl.shape[0]}, {tl.shape[1]}] beside logits {tl}",
@@ -67,7 +87,11 @@ def fold_frame_mask(graph: Graph, span: Span | None) -> None:
     blank_only = b.constant(np.asarray([forced], np.float32))  # [1, V]: broadcasts
     bsz, frames = tm.shape
     real = b.reshape(mask, (bsz, frames, 1))
-    graph.outputs = [b.where(real, logits, blank_only)]
+    return b.where(real, logits, blank_only)
+
+
+CTC_LOGITS, CTC_LABELS, CTC_MASK = "ctc_logits", "ctc_labels", "ctc_mask"
+"""The joint criterion's inputs for its CTC term (beside the attention decoder's)."""
 
 
 def lower_ctc(loss: CallValue, logits: TensorType, span: Span | None = None) -> Graph:
@@ -75,10 +99,45 @@ def lower_ctc(loss: CallValue, logits: TensorType, span: Span | None = None) -> 
     blank), labels int32 [B, L] and their mask."""
     b = GraphBuilder()
     b.layer, b.span = "loss", span
+    value, nll_sum, tokens = _ctc_terms(b, loss, logits, (LOGITS, LABELS, MASK))
+    b.graph.outputs = [value, nll_sum, tokens]
+    return b.graph
+
+
+def lower_joint_ctc(
+    loss: CallValue, logits: TensorType, ctc_logits: TensorType, span: Span | None = None
+) -> Graph:
+    """Joint CTC + attention (Kim, Hori & Watanabe, 2017): (1 - w) * the attention decoder's
+    cross-entropy + w * CTC over the encoder's frames. The CTC term aligns the encoder
+    monotonically, which attention alone learns slowly; the decoder is what decodes. `nll_sum`
+    and `tokens` are the decoder's, so perplexity stays the attention decoder's."""
+    b = GraphBuilder()
+    b.layer, b.span = "loss", span
+    ce = CallValue(
+        kind="cross_entropy",
+        namespace="loss",
+        args={"label_smoothing": loss.args["label_smoothing"], "reduction": "token"},
+    )
+    ce_loss, nll_sum, tokens = cross_entropy(b, ce, logits, accuracy=False)
+    ctc_loss, _, _ = _ctc_terms(b, loss, ctc_logits, (CTC_LOGITS, CTC_LABELS, CTC_MASK))
+    w = float(loss.args["ctc_weight"])
+    value = b.binary(
+        "add",
+        b.binary("mul", b.constant(1.0 - w), ce_loss),
+        b.binary("mul", b.constant(w), ctc_loss),
+    )
+    b.graph.outputs = [value, nll_sum, tokens]
+    return b.graph
+
+
+def _ctc_terms(
+    b: GraphBuilder, loss: CallValue, logits: TensorType, names: tuple[str, str, str]
+) -> tuple[int, int, int]:
+    """(loss, nll_sum, tokens) of CTC in `b`, over new inputs named `names`."""
     bsz, frames, _ = logits.shape
-    z = b.input(LOGITS, logits)
-    labels = b.input(LABELS, TensorType("int32", (bsz, "L")))
-    mask = b.input(MASK, TensorType("bool", (bsz, "L")))
+    z = b.input(names[0], logits)
+    labels = b.input(names[1], TensorType("int32", (bsz, "L")))
+    mask = b.input(names[2], TensorType("bool", (bsz, "L")))
     z32 = b._add("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
     # The real frames, read back from the folded logits (a padding frame's id 1 is FORCED), so
     # the op sees each utterance's own length: a transcript too long for it is its loss of 0.
@@ -95,5 +154,4 @@ def lower_ctc(loss: CallValue, logits: TensorType, span: Span | None = None) -> 
     else:
         count = tokens
     value = b.binary("div", nll_sum, b.binary("maximum", count, b.constant(1.0)))
-    b.graph.outputs = [value, nll_sum, tokens]
-    return b.graph
+    return value, nll_sum, tokens

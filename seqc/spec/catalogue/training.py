@@ -287,6 +287,24 @@ declare(
     positional=(),
 )
 
+declare(
+    "loss",
+    "joint_ctc",
+    "Joint CTC + attention (Kim, Hori & Watanabe, 2017) for an encoder-decoder over audio: "
+    "(1 - ctc_weight) x the decoder's cross-entropy + ctc_weight x CTC over the encoder's "
+    "frames. The model returns the decoder's logits, the frame logits and the frames' mask: "
+    "`return out(h), ctc_out(memory), mask`. Evaluation, decoding and export use the decoder.",
+    param("ctc_weight", FLOAT, 0.3, "Weight of the CTC term.", range=FRACTION),
+    param(
+        "label_smoothing",
+        FLOAT,
+        0.0,
+        "Label smoothing of the decoder's cross-entropy.",
+        range=FRACTION,
+    ),
+    positional=(),
+)
+
 _SAMPLES_DOC = (
     "K: candidate words drawn per training step, with replacement, one set shared by the batch."
 )
