@@ -58,10 +58,12 @@ class Cache:
 
 @dataclass
 class StepProgram:
-    """An encoder graph (None for a language model) and a one-position decoder step graph."""
+    """An encoder graph (None for a language model) and a one-position decoder step graph;
+    or, for a model that is not decoded token by token (`whole_graph`: a CTC model), the whole
+    forward graph as the encoder and no step graph."""
 
     encoder: Graph | None
-    step: Graph
+    step: Graph | None
     stepping: list[str]
     """The step graph's token inputs (each [B, 1]), by forward input name."""
     encoder_outputs: list[str] = field(default_factory=list)
@@ -73,9 +75,17 @@ class StepProgram:
     (`seqc.compiler.scoring`)."""
 
     @property
+    def encoder_only(self) -> bool:
+        """True for a program run in one pass (`whole_graph`): its encoder's output is the
+        answer, and there is nothing to step."""
+        return self.step is None
+
+    @property
     def step_outputs(self) -> list[str]:
         """The output (`logits`) and `next_<cache>` for each cache (an ONNX value has one
-        name, so an output cannot reuse its input's)."""
+        name, so an output cannot reuse its input's); none without a step graph."""
+        if self.step is None:
+            return []
         return [self.output, *(f"next_{c.name}" for c in self.caches)]
 
 
@@ -547,6 +557,26 @@ def incremental(graph: Graph, stepping: list[str], output: str = "logits") -> St
     program = _Rewriter(graph, stepping).run()
     program.output = output
     return program
+
+
+def whole_graph(graph: Graph, output: str = "logits") -> StepProgram:
+    """The program of a model that runs in one pass over its whole input, with nothing decoded
+    token by token: a CTC model (audio in, frame logits out, decoded on the host). Its encoder
+    is the forward graph itself, whose one output is named `output`, and it has no step graph.
+
+    Why a `StepProgram` rather than a second kind of program: the artifact formats, their
+    manifests and runtimes already build, describe and run an encoder graph; a model without a
+    step is that encoder alone, so every format exports it with no second code path."""
+    if len(graph.outputs) != 1:
+        raise CheckError(
+            f"a model exported in one pass has one output; this one has {len(graph.outputs)}",
+            code="not-incremental",
+        )
+    batch = next(
+        (str(graph.ops[v].type.shape[0]) for v in graph.inputs.values() if graph.ops[v].type.rank),
+        "B",
+    )
+    return StepProgram(graph, None, [], [output], batch_symbol=batch, output=output)
 
 
 def stepping_inputs(graph: Graph) -> list[str]:

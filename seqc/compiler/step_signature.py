@@ -2,7 +2,9 @@
 
 A `StepSignature` is the interface of a `StepProgram` (`seqc.compiler.incremental`) without its
 graphs: the token input, the caches with their symbolic shapes, the encoder's inputs (by batch
-field) and outputs. It is what every runtime that decodes step by step reads, whether the step
+field) and outputs. A program run in one pass (`whole_graph`: a CTC model) has no token input,
+no caches and no step inputs: `encoder_only` is set and its encoder's one output is the answer
+(frame logits). It is what every runtime that decodes step by step reads, whether the step
 runs on a training backend or in an exported artifact, where it travels in the manifest (as
 JSON, `to_json` / `from_json`).
 """
@@ -19,8 +21,8 @@ from seqc.compiler.incremental import HISTORY, StepProgram
 
 @dataclass
 class StepSignature:
-    token_input: str
-    """The step graph's token input ([B, 1] int32): `ids` or `tgt`."""
+    token_input: str | None
+    """The step graph's token input ([B, 1] int32): `ids` or `tgt`; None without a step."""
     caches: dict[str, tuple[list[Any], str]]
     """Cache name -> (shape with the batch and history symbols, dtype)."""
     batch_symbol: str
@@ -36,6 +38,9 @@ class StepSignature:
     """A scoring program's input of the token to score at `pos` ([B, 1] int32), fed from the
     batch field `score_field` (the labels); None for a decoder."""
     score_field: str | None = None
+    encoder_only: bool = False
+    """True for a program without a step graph: `encode` gives its output (`output`, the
+    frame logits of a CTC model), and there is nothing to step."""
 
     @classmethod
     def of(
@@ -46,7 +51,7 @@ class StepSignature:
         enc = program.encoder
         scoring = score_field is not None
         return cls(
-            token_input=program.stepping[0],
+            token_input=program.stepping[0] if program.stepping else None,
             caches={c.name: (list(c.type.shape), c.type.dtype) for c in program.caches},
             batch_symbol=program.batch_symbol,
             encoder_inputs={n: fields[n] for n in (enc.inputs if enc is not None else {})},
@@ -56,10 +61,11 @@ class StepSignature:
                     program.encoder_outputs, enc.outputs if enc is not None else [], strict=True
                 )
             },
-            step_inputs=list(program.step.inputs),
+            step_inputs=list(program.step.inputs) if program.step is not None else [],
             output=program.output,
             score_input=program.stepping[-1] if scoring else None,
             score_field=score_field,
+            encoder_only=program.encoder_only,
         )
 
     def batch_axis(self, shape: list[Any]) -> int:
@@ -86,6 +92,7 @@ class StepSignature:
             "output": self.output,
             "score_input": self.score_input,
             "score_field": self.score_field,
+            "encoder_only": self.encoder_only,
         }
 
     @classmethod
@@ -100,4 +107,5 @@ class StepSignature:
             output=str(data.get("output", "logits")),  # manifests from before scoring exports
             score_input=data.get("score_input"),
             score_field=data.get("score_field"),
+            encoder_only=bool(data.get("encoder_only", False)),  # manifests from before CTC
         )

@@ -89,7 +89,9 @@ def wav_info(
             wav,
             location,
             hint="audio paths in a manifest are relative to the manifest's folder; "
-            "re-run `seqc data prepare` if the corpus is one of seqc's",
+            "re-run `seqc data prepare` if the corpus is one of seqc's"
+            if location
+            else "check the path",
         )
     try:
         with wave.open(str(wav), "rb") as f:

@@ -6,7 +6,6 @@ import dataclasses
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +13,7 @@ import typer
 
 from seqc.run.calibrate import calibrate_cmd
 from seqc.run.console import err, out
+from seqc.run.generators import from_artifact, from_session, sample_text, transcribe_file
 from seqc.run.launch import launch_cmd
 from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
@@ -125,79 +125,6 @@ def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
     return model, state
 
 
-@dataclass
-class _Generator:
-    """A decoder with what turns text into its ids and back, from a session or an artifact."""
-
-    decoder: Any
-    tokenizer: Any
-    target_tokenizer: Any
-    task: str
-    strategy: Any
-    default_source: str | None = None
-
-
-def _default_strategy() -> Any:
-    from seqc.resolve.values import CallValue
-
-    return CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
-
-
-def _from_session(session: Any, model: Any, params: Any) -> _Generator:
-    from seqc.run.decode import decoder_for
-
-    pipeline = session.pipeline
-    tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
-    dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
-    split = "dev" if "dev" in pipeline.splits else "train"
-    default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
-    strategy = session.task_config.get("decode") or _default_strategy()
-    return _Generator(dec, tok, ttok, pipeline.task, strategy, default)
-
-
-def _from_artifact(artifact: Any) -> _Generator:
-    from seqc.resolve.values import CallValue
-    from seqc.run.artifact import step_functions
-    from seqc.run.stepdecode import StepDecoder
-
-    m = artifact.manifest
-    tok, ttok = artifact.tokenizers()
-    special = m["special"]
-    dec = StepDecoder(
-        step_functions(artifact),
-        artifact.signature,
-        special["bos"],
-        special["eos"],
-        special["pad"],
-    )
-    d = m.get("decode")
-    strategy = (
-        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else _default_strategy()
-    )
-    return _Generator(dec, tok, ttok, m["task_kind"], strategy)
-
-
-def _sample_text(g: _Generator, prompt: str | None = None) -> str:
-    tok = g.tokenizer
-    if g.task == "lm":
-        start = tok.encode(prompt or "")
-        ids = [*start, *g.decoder.generate(g.strategy, start, stop_at_eos=False)]
-        lines, line = [], []
-        for i in ids:  # an LM's EOS ends a line of the corpus: print it as a line break
-            if i == tok.eos_id:
-                lines.append(tok.decode(line))
-                line = []
-            else:
-                line.append(i)
-        return "\n".join([*lines, tok.decode(line)])
-    prompt = prompt or g.default_source  # translate a held-out sentence, not an empty one
-    if not prompt:
-        return ""
-    src = [*tok.encode(prompt), tok.eos_id]
-    translation = g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src))
-    return f"{prompt} -> {translation}"
-
-
 def train_cmd(
     spec: FileArg,
     experiment: ExpOpt,
@@ -306,9 +233,9 @@ def train_cmd(
             model, params = result.model, result.state["params"]
             if isinstance(session, Joint):
                 model, params = model.view(one.task), model.task_params(one.task, params)
-            gen = _from_session(one, model, params)
+            gen = from_session(one, model, params)
             head = f"{one.task} " if len(tasks) > 1 else ""
-            shout(f"{head}sample: {_sample_text(gen, prompt or None)}")
+            shout(f"{head}sample: {sample_text(gen, prompt or None)}")
     shout(f"run directory: {run_dir}")
 
 
@@ -391,7 +318,12 @@ def decode_cmd(
     ] = None,
     run_dir: RunOpt = None,
     input_file: Annotated[
-        Path | None, typer.Option("--input", help="One prompt/source per line; - for stdin.")
+        Path | None,
+        typer.Option(
+            "--input",
+            help="One prompt/source per line; - for stdin. A speech model: a wav file to "
+            "transcribe (16-bit PCM mono at the model's sample rate).",
+        ),
     ] = None,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
@@ -407,11 +339,13 @@ def decode_cmd(
         ),
     ] = None,
 ) -> None:
-    """Generate with the task's decode strategy, from a file or an interactive prompt."""
+    """Generate with the task's decode strategy, from a file or an interactive prompt; a
+    speech model transcribes the wav file given as --input."""
     from seqc.spec.errors import UsageError
 
     _check_backend(backend)
-    lines = None if input_file is None else _input_lines(input_file)  # before any loading
+    wav = input_file is not None and input_file.suffix.lower() == ".wav"
+    lines = None if input_file is None or wav else _input_lines(input_file)  # before loading
     if artifact is not None:
         from seqc.run.artifact import check_against, load_artifact
 
@@ -422,7 +356,7 @@ def decode_cmd(
             # a multi-task experiment's artifact says which task it holds
             named = task or _artifact_task(spec, experiment, set_, art.manifest.get("task"))
             check_against(art, _session(spec, experiment, set_, cache_dir, named))
-        gen = _from_artifact(art)
+        gen = from_artifact(art)
         err.print(
             f"decoding with {art.format} ({art.manifest['quantize']}) from {artifact}",
             soft_wrap=True,
@@ -437,10 +371,13 @@ def decode_cmd(
         session = _session(spec, experiment, set_, cache_dir, task)
         run_dir = run_dir or Path("runs") / experiment
         model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
-        gen = _from_session(session, model, state["params"])
+        gen = from_session(session, model, state["params"])
+    if gen.task == "asr" or wav:
+        out.print(transcribe_file(gen, input_file))
+        return
     if lines is not None:
         for line in lines:
-            out.print(_sample_text(gen, line))
+            out.print(sample_text(gen, line))
         return
     err.print("type a prompt and press enter; an empty line or Ctrl-D ends")
     while True:
@@ -450,7 +387,7 @@ def decode_cmd(
             break
         if not line.strip():
             break
-        out.print(_sample_text(gen, line))
+        out.print(sample_text(gen, line))
 
 
 def _artifact_task(
@@ -549,6 +486,12 @@ def export_cmd(
         int, typer.Option(help="Translate this many dev examples per artifact for BLEU.")
     ] = 20,
     batches: Annotated[int, typer.Option(help="Dev batches for parity and perplexity.")] = 2,
+    wer: Annotated[
+        int,
+        typer.Option(
+            help="Transcribe this many dev utterances per artifact for WER and CER (speech)."
+        ),
+    ] = 200,
     normalize: Annotated[
         bool,
         typer.Option(
@@ -578,26 +521,32 @@ def export_cmd(
         if session.others or len(sessions) > 1:
             target = target / session.task
             err.print(f"task {session.task}:")
-        _export_task(session, jobs, checkpoint or run_dir, target, batches, bleu)
+        _export_task(session, jobs, checkpoint or run_dir, target, batches, bleu, wer)
 
 
 def _export_task(
-    session: Any, jobs: list[Any], source: Path, target: Path, batches: int, bleu: int
+    session: Any,
+    jobs: list[Any],
+    source: Path,
+    target: Path,
+    batches: int,
+    bleu: int,
+    wer: int = 0,
 ) -> None:
     from seqc.run.export import export_one, folder_name, prepare
 
     weights, params = _weights(session, source)
-    ctx = prepare(session, params, weights, batches, bleu)
+    ctx = prepare(session, params, weights, batches, bleu, wer)
     rows = []
     for job in jobs:
         fmt, q, norm = job
         err.print(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}) ...")
         rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm))
     scoring = ctx._scoring.reference_quality if ctx._scoring is not None else {}
-    _export_table(rows, ctx.reference_quality | scoring)
+    _export_table(rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32")
 
 
-def _export_table(rows: list[Any], reference: dict[str, float]) -> None:
+def _export_table(rows: list[Any], reference: dict[str, float], length: str = "x32") -> None:
     from rich.table import Table
 
     table = Table(
@@ -605,7 +554,15 @@ def _export_table(rows: list[Any], reference: dict[str, float]) -> None:
         + ", ".join(f"{k} {v:.2f}" for k, v in reference.items())
         + ")"
     )
-    for col in ("format", "quantize", "size", "x fp32", "latency b1 x32", "quality", "parity"):
+    for col in (
+        "format",
+        "quantize",
+        "size",
+        "x fp32",
+        f"latency b1 {length}",
+        "quality",
+        "parity",
+    ):
         table.add_column(col, justify="right" if col not in ("format", "quantize") else "left")
     fp32 = {r.format: r.size_bytes for r in rows if r.quantize == "none"}
     for r in rows:

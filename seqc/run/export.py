@@ -2,16 +2,26 @@
 
 For each requested format (ONNX, TFLite, SavedModel) and quantization, the model's op graph is
 split into an encoder and a decoder-step graph with explicit caches
-(`seqc.compiler.incremental`), emitted, gated and measured:
+(`seqc.compiler.incremental`), emitted, gated and measured. A CTC speech model is decoded on the
+host from frame logits, so it has nothing to step: it is exported whole, as an encoder alone
+(`whole_graph`: raw audio and its mask in, the front end inside, frame logits out).
 
 - gate: ONNX passes `onnx.checker` (full check) and strict shape inference, and the reference
   evaluator agrees with onnxruntime on a step; every artifact is run step by step over batches
   of the spec's own dev data (teacher-forced) and its logits are compared with the trained
   model's full forward pass, on the backend that trained it. An fp32 artifact further than
   `PARITY_ATOL` is not written.
-- figures: model size, latency (batch 1, 32 positions, median of repeated runs), quality on dev
-  (perplexity from the same teacher-forced logits, by the task's own criterion graph; BLEU of
-  greedy translations for translation tasks) next to the trained model's, and the parity error.
+  A CTC model's frame logits are compared on the real frames of dev batches (padding frames
+  are exactly "blank with certainty" in both, `seqc.compiler.lower.ctc`).
+- figures: model size, latency (batch 1, 32 positions, median of repeated runs; a speech model:
+  2 s of audio, and 32 decoded positions for an attention decoder), quality on dev (perplexity
+  from the same teacher-forced logits, by the task's own criterion graph; BLEU of greedy
+  translations for translation tasks; WER and CER of greedy transcripts for speech, each
+  utterance run alone and unpadded as a deployed model runs it) next to the trained model's,
+  and the parity error.
+- calibration (static int8 ONNX, full int8 TFLite) of a speech model's encoder runs dev
+  utterances one at a time, unpadded: the padding of a batch puts -1e9 into attention scores
+  and frame logits, which would set their int8 ranges.
 
 Formats are found through `seqc.backends.registry` and built behind the `ArtifactFormat`
 contract. Each artifact is built in a temporary folder beside its target and renamed into place
@@ -35,8 +45,9 @@ import numpy as np
 
 from seqc.backends import registry
 from seqc.backends.api import Backend, ExportJob, StepFunctions, Weights
-from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs
+from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs, whole_graph
 from seqc.compiler.lower.criterion import named
+from seqc.compiler.lower.ctc import FORCED
 from seqc.compiler.lower.sampled import variant
 from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
@@ -45,14 +56,41 @@ from seqc.run.artifact import model_bytes, write_manifest
 from seqc.run.decode import decoder_for
 from seqc.run.evaluate import summarize
 from seqc.run.rundir import copy_spec_tree
-from seqc.run.stepdecode import StepDecoder, encoder_feeds, step_through, teacher_forced
+from seqc.run.stepdecode import (
+    StepDecoder,
+    encoder_feeds,
+    one_pass,
+    step_through,
+    teacher_forced,
+)
+from seqc.run.transcribe import (
+    GREEDY,
+    audio_arrays,
+    one_by_one,
+    score_transcripts,
+    transcribe_attention,
+    transcribe_ctc,
+)
 from seqc.run.translate import score_translations
 from seqc.spec.errors import CheckError, ExportError, FileError, UsageError
 
 PARITY_ATOL = 1e-4
 """Largest |logit difference| an fp32 artifact may show against the trained model."""
+SPEECH_PARITY_ATOL = 5e-3
+"""The same for a speech model, whose log-mel front end is ill-conditioned in float32: a mel
+bin of a quiet frame sits near the log's floor (1e-6), so the rounding of the DFT matmuls
+(~1e-7 of the frame's energy, in whatever order a runtime sums) becomes ~1e-4 in the log,
+and the input LayerNorm over the bins magnifies it again. Two runtimes of the same graph
+differ by that much: on a 4-step tiny Conformer-CTC, the TF backend differs from JAX by 3.5e-4
+and onnxruntime by 8.8e-4, at a few quiet frames (elsewhere 1e-5); a wrong emitter differs by
+whole units. WER and CER of the artifact beside the trained model's are the quality check."""
 
 LATENCY_LENGTH = 32
+LATENCY_SECONDS = 2.0
+"""A speech model's latency is of this much audio, at batch 1."""
+AUDIO_FIELDS = ("audio", "audio_mask")
+CALIBRATION_UTTERANCES = 32
+"""Dev utterances a speech model's encoder is calibrated on (one at a time, unpadded)."""
 BLEU_DECODE = CallValue(kind="greedy", namespace="decode", args={"max_length": 64})
 """How artifacts (and the trained model beside them) translate for the BLEU column."""
 
@@ -93,12 +131,24 @@ class Context:
     """True for the context of scoring exports (`normalize = false`): `program` is the
     scoring graph's and `logits` hold the reference's raw scores of the next tokens [B, T]."""
     _scoring: Context | None = None
+    wer_examples: int = 0
+    """Dev utterances each speech artifact (and the trained model) transcribes for WER."""
+
+    @property
+    def speech(self) -> bool:
+        return self.task_kind == "asr"
 
     def calibration(self, which: str, limit: int = 64) -> list[dict[str, np.ndarray]]:
         """Up to `limit` real feeds of the `encoder` or the `step` graph, spread over the dev
-        batches run teacher-forced through the reference backend's step functions."""
+        batches run teacher-forced through the reference backend's step functions (a speech
+        encoder: dev utterances one at a time, unpadded; see the module doc)."""
         if which not in self._calibration:
-            if which == "encoder":
+            if which == "encoder" and self.speech:
+                feeds = [
+                    encoder_feeds(self.sig, u)
+                    for u in _utterances(self.session, min(limit, CALIBRATION_UTTERANCES))
+                ]
+            elif which == "encoder":
                 feeds = [encoder_feeds(self.sig, b) for b in self.batches]
             else:
                 fns = self.reference.step_functions(self.program, self.params)
@@ -154,19 +204,35 @@ def folder_name(job: Job) -> str:
     return f"{fmt}-{q}" if normalize else f"{fmt}-{q}-score"
 
 
+def _split(session: Any) -> str:
+    return "dev" if "dev" in session.pipeline.splits else "train"
+
+
 def dev_batches(session: Any, n: int, rows: int = 8, length: int = 48) -> list[dict]:
-    """Up to `n` batches of the spec's dev split (train if none), cut to `rows` x `length`."""
-    split = "dev" if "dev" in session.pipeline.splits else "train"
+    """Up to `n` batches of the spec's dev split (train if none), cut to `rows` x `length`
+    (the decoded length: a source, audio included, is kept whole)."""
     out = []
-    for i, batch in enumerate(session.pipeline.batches(split)):
+    for i, batch in enumerate(session.pipeline.batches(_split(session))):
         if i >= n:
             break
         arrays = {}
         for k, v in batch.arrays.items():
             v = np.asarray(v)[:rows]
-            is_time = k not in ("src", "src_mask") and v.ndim >= 2
+            is_time = k not in ("src", "src_mask", *AUDIO_FIELDS) and v.ndim >= 2
             arrays[k] = v[:, :length] if is_time else v
         out.append(arrays)
+    return out
+
+
+def _utterances(session: Any, n: int) -> list[dict[str, np.ndarray]]:
+    """Up to `n` dev utterances, each alone and unpadded (`audio`, `audio_mask` [1, N])."""
+    out = []
+    for batch in session.pipeline.batches(_split(session)):
+        for r in range(batch.num_examples):
+            length = int(np.asarray(batch.arrays["audio_mask"])[r].sum())
+            out.append(audio_arrays(np.asarray(batch.arrays["audio"])[r, :length]))
+            if len(out) >= n:
+                return out
     return out
 
 
@@ -191,10 +257,14 @@ def prepare(
     weights: Weights,
     parity_batches: int = 2,
     bleu_examples: int = 0,
+    wer_examples: int = 0,
 ) -> Context:
     graph = session.graph
     reference = registry.backend(weights.backend)
-    program = incremental(graph, stepping_inputs(graph))
+    if session.compiled.ctc:  # frame logits in one pass: nothing is decoded step by step
+        program = whole_graph(graph)
+    else:
+        program = incremental(graph, stepping_inputs(graph))
     sig = StepSignature.of(program, session.compiled.fields)
     batches = dev_batches(session, parity_batches)
     model = reference.model(session.compiled, session.train_config)
@@ -204,13 +274,51 @@ def prepare(
     ctx = Context(
         session, params, weights, reference, program, sig, batches, logits, {}, bleu_examples, kind
     )
+    ctx.wer_examples = wer_examples
     ctx.reference_quality = _quality(ctx, logits)
+    tok = session.pipeline.target_tokenizer
     if bleu_examples and kind == "seq2seq":
-        tok = session.pipeline.target_tokenizer
         ctx.reference_quality["bleu"] = _bleu(
             ctx, decoder_for(model, state["params"], tok.bos_id, tok.eos_id, tok.pad_id)
         )
+    if wer_examples and ctx.speech:
+        if program.encoder_only:  # the trained model runs batched: what it was evaluated as
+            ctx.reference_quality |= _wer(ctx, logits=lambda a: model.logits(state["params"], a))
+        else:
+            decoder = decoder_for(model, state["params"], tok.bos_id, tok.eos_id, tok.pad_id)
+            ctx.reference_quality |= _wer(ctx, decoder=decoder)
     return ctx
+
+
+def _wer(ctx: Context, logits: Any = None, decoder: Any = None) -> dict[str, float]:
+    """WER and CER (percent) of greedy transcripts of the first `wer_examples` dev utterances,
+    by CTC frame logits or an attention decoder."""
+    pipeline = ctx.session.pipeline
+    split = _split(ctx.session)
+    if logits is not None:
+        hyps, refs = transcribe_ctc(logits, pipeline, split, None, ctx.wer_examples)
+    else:
+        hyps, refs = transcribe_attention(decoder, pipeline, split, GREEDY, ctx.wer_examples)
+    scores = score_transcripts(hyps, refs)
+    return {"wer": float(scores["wer"]), "cer": float(scores["cer"])}
+
+
+def real_frames(logits: np.ndarray) -> np.ndarray:
+    """The frames of CTC frame logits [B, F, V] that hold audio: a padding frame is forced to
+    "blank with certainty" (every id but the blank at -1e9)."""
+    return ~np.all(np.asarray(logits)[..., 1:] <= FORCED / 2, axis=-1)
+
+
+def _parity(ctx: Context, logits: list[np.ndarray]) -> float:
+    """Largest |difference| from the reference's logits on the dev batches (a CTC model's:
+    on real frames, where the values mean something; padding frames are forced in both)."""
+    worst = 0.0
+    for a, b in zip(logits, ctx.logits, strict=True):
+        diff = np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))
+        if ctx.program.encoder_only:
+            diff = diff[real_frames(b)]
+        worst = max(worst, float(np.max(diff, initial=0.0)))
+    return worst
 
 
 SELF_NORMALISED = 'nce, or snis with variant = "B"'
@@ -271,18 +379,29 @@ def _bleu(ctx: Context, decoder: Any) -> float:
     return scores["bleu"]
 
 
-def _latency_ms(fns: Any, sig: StepSignature, reps: int = 5) -> float:
-    """Batch 1, `LATENCY_LENGTH` positions (and a source that long): median over `reps`."""
+def _latency_ms(fns: Any, sig: StepSignature, sample_rate: int | None, reps: int = 5) -> float:
+    """Batch 1, `LATENCY_LENGTH` positions (and a source that long; a speech model's source:
+    `LATENCY_SECONDS` of audio at `sample_rate`): median over `reps`."""
     n = LATENCY_LENGTH
     ids = np.full((1, n), 5, np.int32)
     arrays = {"src": ids, "src_mask": np.ones((1, n), bool), "tgt_in": ids, "inputs": ids}
+    if sample_rate is not None:  # a quiet noise: a real signal's magnitude, not silence's log
+        noise = np.random.default_rng(0).normal(0.0, 0.05, int(LATENCY_SECONDS * sample_rate))
+        arrays |= audio_arrays(noise.astype(np.float32))
     if sig.score_field is not None:
         arrays[sig.score_field] = ids
-    teacher_forced(fns, sig, arrays)  # warm up: first runs allocate and specialise
+
+    def run() -> None:
+        if sig.encoder_only:
+            one_pass(fns, sig, arrays)
+        else:
+            teacher_forced(fns, sig, arrays)
+
+    run()  # warm up: first runs allocate and specialise
     times = []
     for _ in range(reps):
         t = time.perf_counter()
-        teacher_forced(fns, sig, arrays)
+        run()
         times.append(time.perf_counter() - t)
     return 1000.0 * statistics.median(times)
 
@@ -318,20 +437,27 @@ def export_one(ctx: Context, fmt: str, quantize: str, target: Path, normalize: b
     try:
         extra = artifact.build(_job(ctx), tmp, quantize, work)
         fns = artifact.runtime(tmp, ctx.sig)
-        logits = [teacher_forced(fns, ctx.sig, b) for b in ctx.batches]
-        parity = max(float(np.max(np.abs(a - b))) for a, b in zip(logits, ctx.logits, strict=True))
-        if quantize == "none" and parity > PARITY_ATOL:
+        forward = one_pass if ctx.sig.encoder_only else teacher_forced
+        logits = [forward(fns, ctx.sig, b) for b in ctx.batches]
+        parity = _parity(ctx, logits)
+        allowed = SPEECH_PARITY_ATOL if ctx.speech else PARITY_ATOL
+        if quantize == "none" and parity > allowed:
             what = "scores" if ctx.scoring else "logits"
             raise ExportError(
                 f"the {fmt} artifact's {what} differ from the trained model's by {parity:.3g} "
-                f"on dev batches (allowed {PARITY_ATOL}); nothing was written",
+                f"on dev batches (allowed {allowed}); nothing was written",
                 path=str(target),
                 code="parity-failed",
             )
         quality = _quality(ctx, logits)
         if ctx.bleu_examples and ctx.task_kind == "seq2seq":
             quality["bleu"] = _bleu(ctx, _artifact_decoder(ctx, fns))
-        latency = _latency_ms(fns, ctx.sig)
+        if ctx.wer_examples and ctx.speech:
+            if ctx.sig.encoder_only:
+                quality |= _wer(ctx, logits=one_by_one(lambda a: one_pass(fns, ctx.sig, a)))
+            else:
+                quality |= _wer(ctx, decoder=_artifact_decoder(ctx, fns))
+        latency = _latency_ms(fns, ctx.sig, ctx.session.pipeline.sample_rate)
         manifest = _package(ctx, tmp, fmt, quantize, parity, quality, latency, extra)
         artifact.stamp(tmp, _props(tmp, manifest))
         write_manifest(tmp, manifest)
@@ -370,6 +496,9 @@ def _package(
     copy_spec_tree(session.program, folder / "spec", origin=False)
     tok = pipeline.target_tokenizer
     decode = session.task_config.get("decode")
+    program = ctx.program
+    served = program.encoder if program.step is None else program.step
+    assert served is not None
     manifest = {
         "format": fmt,
         "quantize": quantize,
@@ -382,10 +511,11 @@ def _package(
         "checkpoint": {"backend": ctx.weights.backend, "step": ctx.weights.step},
         "step": ctx.sig.to_json(),
         "inputs": {
-            name: [list(ctx.program.step.ops[vid].type.shape), ctx.program.step.ops[vid].type.dtype]
-            for name, vid in ctx.program.step.inputs.items()
+            name: [list(served.ops[vid].type.shape), served.ops[vid].type.dtype]
+            for name, vid in served.inputs.items()
         },
-        "outputs": list(ctx.program.step_outputs),
+        "outputs": list(program.encoder_outputs if program.step is None else program.step_outputs),
+        "audio": _audio_entry(ctx),
         "scoring": _scoring_entry(ctx),
         "parity_max_abs_err": parity,
         "quality": quality,
@@ -396,8 +526,30 @@ def _package(
     return manifest
 
 
+def _audio_entry(ctx: Context) -> dict[str, Any] | None:
+    """What a speech artifact's audio input takes (None for text models): `seqc decode
+    --artifact DIR --input utt.wav` reads wav files at this rate."""
+    rate = ctx.session.pipeline.sample_rate
+    if not ctx.speech or rate is None:
+        return None
+    return {
+        "sample_rate": int(rate),
+        "channels": 1,
+        "inputs": {"audio": "float32 samples in [-1, 1)", "audio_mask": "true on real samples"},
+    }
+
+
 def _scoring_entry(ctx: Context) -> dict[str, Any]:
     """What the artifact's first output means, for whoever deploys it."""
+    if ctx.program.encoder_only:
+        return {
+            "normalize": True,
+            "output": ctx.program.output,
+            "means": "CTC frame logits [B, F, vocab] in one pass; id 0 is the blank, and "
+            "padding frames are blank with certainty (0 for the blank, -1e9 for the rest), so "
+            "greedy or prefix beam search over all F frames gives the transcript",
+            "blank": 0,
+        }
     if not ctx.scoring:
         return {
             "normalize": True,

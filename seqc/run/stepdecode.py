@@ -7,11 +7,15 @@ the loop here feeds them back. The strategies are the reference decoder's
 beam bookkeeping (top `width + 1` per beam, finished hypotheses, GNMT length penalty), so on the
 same weights the tokens are the same. Beam search keeps `width` rows and reorders every cache
 along its batch axis by the surviving beams' parents.
+
+A program without a step (a CTC model, `StepSignature.encoder_only`) runs in one pass:
+`one_pass` gives its frame logits, which `seqc.run.transcribe` decodes on the host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +27,21 @@ from seqc.resolve.values import CallValue
 from seqc.run.decode import Hypothesis, _sample, beam_step, best, log_softmax64
 from seqc.spec.errors import UsageError
 
+Source = list[int] | Mapping[str, Any]
+"""A source: token ids, or the audio arrays (`audio`, `audio_mask`) of one utterance."""
+
 
 def encoder_feeds(sig: StepSignature, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The encoder's inputs from a batch's arrays (none for a language model)."""
     return {n: arrays[f] for n, f in sig.encoder_inputs.items()}
+
+
+def one_pass(
+    fns: StepFunctions, sig: StepSignature, arrays: Mapping[str, np.ndarray]
+) -> np.ndarray:
+    """The output of an encoder-only program for a batch (a CTC model: frame logits
+    [B, F, V], padding frames blank with certainty)."""
+    return np.asarray(fns.encode(encoder_feeds(sig, arrays))[sig.output])
 
 
 def step_through(
@@ -35,6 +50,8 @@ def step_through(
     """A batch fed one position at a time through the step function, the known tokens as
     inputs (teacher forcing): each step's feeds and its logits [B, 1, V] (a scoring program:
     the score [B, 1] of the batch's next token, its label, fed as `sig.score_input`)."""
+    if sig.token_input is None:
+        raise ValueError("an encoder-only program has no step to go through; use one_pass")
     field = "tgt_in" if sig.encoder_inputs else "inputs"
     tokens = np.asarray(arrays[field], np.int32)
     memory = fns.encode(encoder_feeds(sig, arrays))
@@ -72,17 +89,30 @@ class StepDecoder:
                 code="scoring-artifact",
                 hint="decode with an artifact exported with normalize = true",
             )
+        if sig.token_input is None:
+            raise UsageError(
+                "this artifact runs in one pass (a CTC model's frame logits); it has no decoder "
+                "step to generate tokens with",
+                code="no-step",
+                hint="transcribe audio with it: seqc decode --artifact DIR --input utt.wav",
+            )
         self.fns, self.sig = fns, sig
+        self.token_input: str = sig.token_input
         self.bos, self.eos, self.pad = bos, eos, pad
 
     # ---------------------------------------------------------------- state
-    def _memory(self, src: list[int] | None, rows: int) -> dict[str, np.ndarray]:
+    def _memory(self, src: Source | None, rows: int) -> dict[str, np.ndarray]:
+        """The encoder's outputs for one source (token ids, or a speech model's audio arrays
+        of one utterance), repeated for `rows` hypotheses."""
         if not self.sig.encoder_inputs:
             return {}
         if src is None:
             raise ValueError("an encoder-decoder needs a source to decode")
-        ids = np.asarray([src], np.int32)
-        arrays = {"src": ids, "src_mask": ids != self.pad}
+        if isinstance(src, Mapping):
+            arrays = {k: np.asarray(v)[:1] for k, v in src.items()}
+        else:
+            ids = np.asarray([src], np.int32)
+            arrays = {"src": ids, "src_mask": ids != self.pad}
         feeds = {name: arrays[field] for name, field in self.sig.encoder_inputs.items()}
         memory = self.fns.encode(feeds)
         return {
@@ -94,7 +124,7 @@ class StepDecoder:
         self, tokens: np.ndarray, pos: int, memory: dict, caches: dict
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Log-probabilities [rows, V] (float64, as the reference) after `tokens` at `pos`."""
-        feeds = {self.sig.token_input: tokens.reshape(-1, 1).astype(np.int32)}
+        feeds = {self.token_input: tokens.reshape(-1, 1).astype(np.int32)}
         feeds |= {POS: np.asarray(pos, np.int32), **memory, **caches}
         logits, caches = self.fns.step({k: feeds[k] for k in self.sig.step_inputs})
         return log_softmax64(np.asarray(logits)[:, 0, :]), caches
@@ -119,7 +149,7 @@ class StepDecoder:
         self,
         strategy: CallValue,
         prompt: list[int],
-        src: list[int] | None = None,
+        src: Source | None = None,
         seed: int = 0,
         stop_at_eos: bool = True,
     ) -> list[int]:
@@ -147,7 +177,7 @@ class StepDecoder:
         return out
 
     def _beam(
-        self, strategy: CallValue, prompt: list[int], src: list[int] | None, max_len: int
+        self, strategy: CallValue, prompt: list[int], src: Source | None, max_len: int
     ) -> list[int]:
         width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
         start = [self.bos, *prompt]

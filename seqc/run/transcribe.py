@@ -9,15 +9,24 @@ evaluation and `seqc export`'s check of an artifact compute WER the same way:
   so they never add a token;
 - an attention decoder (Listen-Attend-Spell) decodes one utterance at a time with the shared
   step-by-step decoder (`seqc.run.decode.Decoder`), its audio arrays given as the source.
+
+`Transcriber` is the same for one wav file at a time (`seqc decode --input utt.wav`, the sample
+printed after training), over a trained model or an exported artifact alike; `one_by_one` runs
+a batch's utterances through a CTC forward one at a time, unpadded, as a deployed model sees
+them (how `seqc export` scores its artifacts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from seqc.compiler.lower.ctc import BLANK, FORCED
+from seqc.data.audio import SAMPLE_RATE, load_wav
 from seqc.resolve.values import CallValue
 from seqc.run.ctc_decode import ctc_decode_batch
 from seqc.run.wer import error_rates
@@ -31,6 +40,83 @@ def ctc_strategy(strategy: CallValue | None) -> tuple[str, int]:
     if strategy is not None and strategy.kind == "beam":
         return "beam", int(strategy.args.get("width", 8))
     return "greedy", 1
+
+
+GREEDY = CallValue(kind="greedy", namespace="decode", args={"max_length": 32})
+"""How an attention decoder transcribes when its task names no `decode` (and how `seqc export`
+scores artifacts: greedy, the decoding a deployed model is most often run with)."""
+
+
+def audio_arrays(samples: np.ndarray) -> dict[str, np.ndarray]:
+    """One utterance's samples (float32 [N]) as the model's audio inputs, a batch of one."""
+    x = np.asarray(samples, np.float32).reshape(1, -1)
+    return {"audio": x, "audio_mask": np.ones(x.shape, bool)}
+
+
+def blank_frames(rows: int, frames: int, vocab: int) -> np.ndarray:
+    """Frame logits that say "blank, with certainty": what a compiled CTC model puts in padding
+    frames (`seqc.compiler.lower.ctc`), so appending them changes no transcript."""
+    z = np.full((rows, frames, vocab), FORCED, np.float32)
+    z[..., BLANK] = 0.0
+    return z
+
+
+def one_by_one(logits: Logits) -> Logits:
+    """`logits` run on each utterance of a batch alone, cut to its own length, and the frame
+    logits padded back to one array with blank frames (rows without audio are all blank).
+
+    Why: it is how a deployed model sees audio (one utterance, no padding), and the only form a
+    fully int8 model serves well: in a padded batch, padding puts -1e9 into attention scores
+    and output logits, and an int8 range that must hold -1e9 rounds every real value away.
+    """
+
+    def run(arrays: Mapping[str, np.ndarray]) -> np.ndarray:
+        audio, mask = np.asarray(arrays["audio"]), np.asarray(arrays["audio_mask"], bool)
+        rows: list[np.ndarray | None] = []
+        for r in range(audio.shape[0]):
+            n = int(mask[r].sum())
+            one = audio_arrays(audio[r, :n]) if n else None
+            rows.append(None if one is None else np.asarray(logits(one), np.float32)[0])
+        real = [z for z in rows if z is not None]
+        frames = max((z.shape[0] for z in real), default=1)
+        out = blank_frames(len(rows), frames, real[0].shape[1] if real else 1)
+        for r, z in enumerate(rows):
+            if z is not None:
+                out[r, : z.shape[0]] = z
+        return out
+
+    return run
+
+
+@dataclass
+class Transcriber:
+    """Speech to text, one utterance at a time, by a CTC model's frame logits (`logits`) or an
+    attention decoder (`decoder`), from a trained model or an exported artifact alike: the
+    one place `seqc decode --input utt.wav` and the sample after training turn audio into
+    words, so a checkpoint and its artifacts transcribe a file the same way."""
+
+    tokenizer: Any
+    strategy: CallValue | None
+    logits: Logits | None = None
+    decoder: Any = None
+    """A `Generator` (`Decoder`, `StepDecoder`) for a model with an attention decoder."""
+    sample_rate: int = SAMPLE_RATE
+
+    def __call__(self, samples: np.ndarray) -> str:
+        arrays = audio_arrays(samples)
+        if self.logits is not None:
+            kind, width = ctc_strategy(self.strategy)
+            z = np.asarray(self.logits(arrays), np.float32)
+            (ids,) = ctc_decode_batch(z, np.ones(z.shape[:2], bool), kind, width)
+            return str(self.tokenizer.decode(ids))
+        return str(
+            self.tokenizer.decode(self.decoder.generate(self.strategy or GREEDY, [], arrays))
+        )
+
+    def wav(self, path: Path) -> str:
+        """The transcript of a wav file; a wav at another rate, stereo or missing is the audio
+        reader's `DataError` (it names the file and the sox command that fixes it)."""
+        return self(load_wav(path, self.sample_rate))
 
 
 def transcribe_ctc(
@@ -95,6 +181,6 @@ def score_model(
 
     tok = pipeline.target_tokenizer
     decoder = Decoder(model, params, tok.bos_id, tok.eos_id, tok.pad_id)
-    strategy = strategy or CallValue(kind="greedy", namespace="decode", args={"max_length": 32})
+    strategy = strategy or GREEDY
     hyps, refs = transcribe_attention(decoder, pipeline, split, strategy, limit)
     return score_transcripts(hyps, refs)

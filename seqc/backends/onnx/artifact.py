@@ -1,4 +1,5 @@
-"""The ONNX artifact format: `encoder.onnx` (encoder-decoders only) and `step.onnx`.
+"""The ONNX artifact format: `encoder.onnx` (encoder-decoders only) and `step.onnx`; a model
+run in one pass (a CTC model: audio in, frame logits out) is `encoder.onnx` alone.
 
 Built from the op graphs by `seqc.backends.onnx.emit`, gated by the ONNX checker and strict
 shape inference, quantized by `seqc.backends.onnx.quantize`; run by onnxruntime (`OnnxSteps`),
@@ -6,6 +7,8 @@ which reads the files as data (see `seqc.backends.onnx.runtime`): a model file i
 is a `FileError` naming it.
 A second runtime, `onnx.reference`, must agree with onnxruntime on one step of the float model
 (its error goes into the manifest): it separates an emitter bug from an onnxruntime kernel quirk.
+Without a step graph the encoder is compared instead, on its smallest calibration feed (the
+evaluator runs every node in numpy, so a long utterance through a Conformer takes a while).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from seqc.compiler.step_signature import StepSignature
 
 
 class OnnxSteps:
-    """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx`."""
+    """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx` (none for
+    an encoder-only artifact)."""
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         enc = folder / "encoder.onnx"
-        self.encoder = load_session(enc) if enc.exists() else None
-        self.stepper = load_session(folder / "step.onnx")
+        self.encoder = load_session(enc) if enc.exists() or sig.encoder_only else None
+        self.stepper = None if sig.encoder_only else load_session(folder / "step.onnx")
         self.encoder_outputs = list(sig.encoder_outputs)
         self.caches = list(sig.caches)
 
@@ -40,6 +44,8 @@ class OnnxSteps:
         return dict(zip(self.encoder_outputs, self.encoder.run(feeds), strict=True))
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if self.stepper is None:
+            raise ValueError("this artifact runs in one pass (encode); it has no step")
         logits, *caches = self.stepper.run(feeds)
         return logits, dict(zip(self.caches, caches, strict=True))
 
@@ -51,7 +57,9 @@ class OnnxFormat:
 
     def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
         program = job.program
-        graphs = [("step", program.step, list(program.step_outputs))]
+        graphs: list[tuple[str, Any, list[str]]] = []
+        if program.step is not None:
+            graphs.append(("step", program.step, list(program.step_outputs)))
         if program.encoder is not None:
             graphs.insert(0, ("encoder", program.encoder, list(program.encoder_outputs)))
         for name, graph, outputs in graphs:
@@ -73,10 +81,11 @@ class OnnxFormat:
 
                 quantize_static(fp32, target, job.calibration(name))
         # onnx's reference evaluator against onnxruntime on one step of the float model (the
-        # evaluator has no int8 kernels at this opset).
-        feeds = job.calibration("step")[0]
-        got = Session(work / "step.onnx").run(feeds)
-        want = reference_run(onnx.load(str(work / "step.onnx")), feeds)
+        # evaluator has no int8 kernels at this opset); the encoder of a one-pass model.
+        name = "encoder" if program.step is None else "step"
+        feeds = min(job.calibration(name), key=lambda f: sum(np.size(v) for v in f.values()))
+        got = Session(work / f"{name}.onnx").run(feeds)
+        want = reference_run(onnx.load(str(work / f"{name}.onnx")), feeds)
         err = max(
             float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
             for a, b in zip(got, want, strict=True)

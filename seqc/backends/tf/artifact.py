@@ -32,9 +32,10 @@ class SavedModelSteps:
         self.has_encoder = bool(sig.encoder_inputs)
         self.caches = list(sig.caches)
         self.output = sig.output
+        keys = ("encode",) * self.has_encoder + ("step",) * (not sig.encoder_only)
         try:
             self.model = tf.saved_model.load(str(path))
-            for key in ("encode", "step") if self.has_encoder else ("step",):
+            for key in keys:
                 _ = self.model.signatures[key]  # a missing signature fails here
         except (OSError, ValueError, KeyError, tf.errors.OpError) as e:
             raise unloadable_model(path, "TensorFlow", e) from None

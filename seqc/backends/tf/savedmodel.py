@@ -11,7 +11,8 @@ path, and one `tf.function` per signature, traced with the spec's symbolic dims 
 - with a `StepProgram` (`seqc.compiler.incremental`), for decoding one token at a time:
   `encode` (encoder-decoders: the encoder inputs to `enc0`, `enc1`, ...) and `step` (the
   token [B, 1], `pos`, the encoder outputs and the caches to `logits` [B, 1, vocab] and
-  `next_<cache>` for each cache).
+  `next_<cache>` for each cache); a program run in one pass (a CTC model) has `encode` only,
+  the forward graph itself.
 
 Inference only: dropout off, no optimizer state. The manifest given is written beside the graph
 in `assets.extra/seqc.json`.
@@ -90,7 +91,8 @@ def export_savedmodel(
             signatures["encode"] = _signature(
                 module, program.encoder, list(program.encoder_outputs)
             )
-        signatures["step"] = _signature(module, program.step, list(program.step_outputs))
+        if program.step is not None:
+            signatures["step"] = _signature(module, program.step, list(program.step_outputs))
     tf.saved_model.save(module, str(out), signatures=signatures)
     extra = out / "assets.extra"
     extra.mkdir(exist_ok=True)

@@ -1,8 +1,8 @@
 """The TFLite (LiteRT) artifact format: `model.tflite` with `encode` (encoder-decoders only) and
-`step` signatures, converted from the TF backend's SavedModel in one of four modes and run by
-the `ai_edge_litert` interpreter (`TfliteSteps`), which reads the file as data (see
-`seqc.backends.tflite.runtime`). Full int8 calibrates each signature on its own real feeds (the
-export job's calibration data)."""
+`step` signatures (a model run in one pass, such as a CTC model: `encode` alone), converted
+from the TF backend's SavedModel in one of four modes and run by the `ai_edge_litert`
+interpreter (`TfliteSteps`), which reads the file as data (see `seqc.backends.tflite.runtime`).
+Full int8 calibrates each signature on its own real feeds (the export job's calibration data)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ class TfliteSteps:
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         self.has_encoder = bool(sig.encoder_inputs)
-        keys = ("encode", "step") if self.has_encoder else ("step",)
+        self.has_step = not sig.encoder_only
+        keys = ("encode",) * self.has_encoder + ("step",) * self.has_step
         self.runner = load_runner(folder / "model.tflite", keys)
         self.caches = list(sig.caches)
         self.output = sig.output
@@ -31,6 +32,8 @@ class TfliteSteps:
         return self.runner.run(dict(feeds), signature="encode") if self.has_encoder else {}
 
     def step(self, feeds: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if not self.has_step:
+            raise ValueError("this artifact runs in one pass (encode); it has no step")
         out = self.runner.run(dict(feeds), signature="step")
         return out[self.output], {c: out[f"next_{c}"] for c in self.caches}
 
@@ -45,7 +48,8 @@ class TfliteFormat:
         from seqc.backends.tflite.convert import convert
 
         saved = export_savedmodel(job.graph, job.params, work / "sm", {}, job.program)
-        keys = ["encode", "step"] if job.program.encoder is not None else ["step"]
+        keys = ["encode"] * (job.program.encoder is not None)
+        keys += ["step"] * (job.program.step is not None)
 
         def representative() -> Iterator[tuple[str, dict[str, np.ndarray]]]:
             for name, key in (("encoder", "encode"), ("step", "step")):

@@ -1,0 +1,156 @@
+"""Decoders as the run commands use them: a trained model's or an exported artifact's, with the
+tokenizers that turn text into ids and back, and for a speech model a transcriber of wav files.
+`seqc train` prints a sample with one, `seqc decode` generates or transcribes with one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Generator:
+    """A decoder with what turns text into its ids and back, from a session or an artifact;
+    a speech model's `transcriber` turns audio into text (its `decoder` is None for CTC)."""
+
+    decoder: Any
+    tokenizer: Any
+    target_tokenizer: Any
+    task: str
+    strategy: Any
+    default_source: str | None = None
+    transcriber: Any = None
+    """A `seqc.run.transcribe.Transcriber` (speech tasks)."""
+    default_audio: tuple[Path, str] | None = None
+    """The first dev utterance's wav and transcript: what the sample after training hears."""
+
+
+def default_strategy() -> Any:
+    from seqc.resolve.values import CallValue
+
+    return CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
+
+
+def from_session(session: Any, model: Any, params: Any) -> Generator:
+    from seqc.run.decode import decoder_for
+
+    pipeline = session.pipeline
+    tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
+    split = "dev" if "dev" in pipeline.splits else "train"
+    if pipeline.task == "asr":
+        from seqc.run.transcribe import Transcriber
+
+        first = pipeline.splits[split].examples[0]
+        strategy = session.task_config.get("decode")
+        if model.task.ctc:
+            listen = Transcriber(
+                ttok,
+                strategy,
+                logits=lambda a: model.logits(params, a),
+                sample_rate=pipeline.sample_rate,
+            )
+        else:
+            dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
+            listen = Transcriber(ttok, strategy, decoder=dec, sample_rate=pipeline.sample_rate)
+        audio = (Path(first.audio.path), first.target or "") if first.audio else None
+        return Generator(None, tok, ttok, "asr", strategy, None, listen, audio)
+    dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
+    default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
+    strategy = session.task_config.get("decode") or default_strategy()
+    return Generator(dec, tok, ttok, pipeline.task, strategy, default)
+
+
+def from_artifact(artifact: Any) -> Generator:
+    from seqc.resolve.values import CallValue
+    from seqc.run.artifact import step_functions
+    from seqc.run.stepdecode import StepDecoder
+
+    m = artifact.manifest
+    tok, ttok = artifact.tokenizers()
+    if m["task_kind"] == "asr":  # audio in: a transcriber, not a text generator
+        return artifact_transcriber(artifact, ttok)
+    special = m["special"]
+    d = m.get("decode")
+    dec = StepDecoder(
+        step_functions(artifact),
+        artifact.signature,
+        special["bos"],
+        special["eos"],
+        special["pad"],
+    )
+    strategy = (
+        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else default_strategy()
+    )
+    return Generator(dec, tok, ttok, m["task_kind"], strategy)
+
+
+def artifact_transcriber(artifact: Any, tok: Any) -> Generator:
+    """A speech artifact's transcriber: CTC frame logits in one pass, or an attention decoder
+    stepping over its encoder's output; wav files at the sample rate the manifest records."""
+    from seqc.resolve.values import CallValue
+    from seqc.run.artifact import step_functions
+    from seqc.run.stepdecode import StepDecoder, one_pass
+    from seqc.run.transcribe import Transcriber
+
+    m = artifact.manifest
+    d = m.get("decode")
+    strategy = CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else None
+    fns, sig = step_functions(artifact), artifact.signature
+    rate = int((m.get("audio") or {}).get("sample_rate", 16000))
+    if sig.encoder_only:
+        listen = Transcriber(
+            tok, strategy, logits=lambda a: one_pass(fns, sig, a), sample_rate=rate
+        )
+    else:
+        special = m["special"]
+        dec = StepDecoder(fns, sig, special["bos"], special["eos"], special["pad"])
+        listen = Transcriber(tok, strategy, decoder=dec, sample_rate=rate)
+    return Generator(None, tok, tok, "asr", strategy, None, listen)
+
+
+def sample_text(g: Generator, prompt: str | None = None) -> str:
+    tok = g.tokenizer
+    if g.task == "asr":  # a speech model hears the first dev utterance
+        if g.transcriber is None or g.default_audio is None:
+            return ""
+        wav, reference = g.default_audio
+        return f"{g.transcriber.wav(wav)}  (reference: {reference})"
+    if g.task == "lm":
+        start = tok.encode(prompt or "")
+        ids = [*start, *g.decoder.generate(g.strategy, start, stop_at_eos=False)]
+        lines, line = [], []
+        for i in ids:  # an LM's EOS ends a line of the corpus: print it as a line break
+            if i == tok.eos_id:
+                lines.append(tok.decode(line))
+                line = []
+            else:
+                line.append(i)
+        return "\n".join([*lines, tok.decode(line)])
+    prompt = prompt or g.default_source  # translate a held-out sentence, not an empty one
+    if not prompt:
+        return ""
+    src = [*tok.encode(prompt), tok.eos_id]
+    translation = g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src))
+    return f"{prompt} -> {translation}"
+
+
+def transcribe_file(gen: Generator, path: Path | None) -> str:
+    """The transcript of the wav `path`; errors for a text model given a wav, or a speech model
+    given none (a wrong rate, stereo or missing file is the audio reader's `DataError`)."""
+    from seqc.spec.errors import UsageError
+
+    if gen.task != "asr" or gen.transcriber is None:
+        raise UsageError(
+            f"{path} is audio, and this is a `{gen.task}` model, which reads text",
+            code="not-speech",
+            hint="give --input a text file (one prompt or source per line)",
+        )
+    if path is None or str(path) == "-":
+        raise UsageError(
+            "a speech model transcribes a wav file: give it as --input",
+            code="missing-option",
+            hint="seqc decode ... --input utterance.wav",
+        )
+    return str(gen.transcriber.wav(path))

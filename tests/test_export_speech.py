@@ -1,0 +1,114 @@
+"""Deploying a speech model: `seqc export` of a Conformer-CTC that takes raw audio, and
+`seqc decode --input utterance.wav` with the artifacts and with the trained model.
+
+A tiny corpus (a dozen utterances, espeak-ng and flite) trains `asr.numbers.tiny` for a few
+steps. A CTC model has nothing to decode step by step, so it is exported whole (audio and its
+mask in, the log-mel front end inside, frame logits out) to ONNX (fp32, static int8) and
+TFLite (fp32, dynamic range); each fp32 artifact must match the trained model's frame logits
+on the real frames of dev batches, and every artifact transcribes a wav as the trained model
+does. A wav that is missing or at another rate is the audio reader's error, not a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from seqc.cli import app
+from seqc.data.audio import read_wav, write_wav
+from seqc.data.corpora import spoken_numbers
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "asr" / "spoken_numbers.seq"
+TINY = {"train": 12, "dev": 4, "test": 4}
+MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
+pytestmark = pytest.mark.skipif(
+    bool(MISSING),
+    reason=f"{', '.join(MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
+)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path, Path, str]:
+    """The example spec pointed at a tiny corpus, `asr.numbers.tiny` trained on it, and the
+    output of `seqc train`."""
+    folder = tmp_path_factory.mktemp("asr")
+    data = folder / "data"
+    spoken_numbers.build(data, sizes=TINY, workers=1)
+    text = SPEC.read_text().replace(".cache/data/spoken-numbers/", f"{data.as_posix()}/")
+    (folder / "asr.seq").write_text(text)
+    base = [str(folder / "asr.seq"), "-e", "asr.numbers.tiny", "--cache-dir", str(folder / "c")]
+    run = folder / "run"
+    result = runner.invoke(app, ["train", *base, "--run-dir", str(run), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return base, run, data, result.output
+
+
+def _manifest(run: Path, name: str) -> dict:
+    return json.loads((run / "export" / name / "manifest.json").read_text())
+
+
+def _transcript(args: list[str]) -> str:
+    result = runner.invoke(app, ["decode", *args])
+    assert result.exit_code == 0, result.output
+    lines = [
+        line
+        for line in result.output.splitlines()
+        if line.strip() and not line.startswith(("decoding", "loaded"))
+    ]
+    return lines[-1]
+
+
+def test_train_prints_a_transcribed_sample(trained) -> None:
+    _, _, data, output = trained
+    sample = next(line for line in output.splitlines() if line.startswith("sample: "))
+    first = json.loads((data / "dev.jsonl").read_text().splitlines()[0])["text"]
+    assert sample.endswith(f"(reference: {first})")
+
+
+def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path: Path) -> None:
+    base, run, data, _ = trained
+    jobs = ["--format", "onnx", "--format", "tflite", "--quantize", "none"]
+    args = ["export", *base, "--run-dir", str(run), "--wer", "4", "--batches", "1"]
+    result = runner.invoke(app, [*args, *jobs, "--quantize", "dynamic"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, [*args, "--format", "onnx", "--quantize", "int8"])
+    assert result.exit_code == 0, result.output
+    for name in ("onnx-none", "tflite-none"):
+        m = _manifest(run, name)
+        # the log-mel front end is ill-conditioned in float32 (see export.SPEECH_PARITY_ATOL):
+        # runtimes differ by ~1e-3 at quiet frames, by whole units when something is wrong
+        assert m["parity_max_abs_err"] <= 5e-3, name
+        assert m["step"]["encoder_only"] and m["step"]["caches"] == {}
+        assert m["inputs"] == {"audio": [["B", "N"], "float32"], "audio_mask": [["B", "N"], "bool"]}
+        assert m["outputs"] == ["logits"] and m["audio"]["sample_rate"] == 16000
+        assert m["quality"]["wer"] == pytest.approx(m["reference_quality"]["wer"], abs=1e-6)
+    assert _manifest(run, "onnx-none")["reference_evaluator_err"] <= 1e-4
+    assert (run / "export" / "onnx-none" / "encoder.onnx").exists()
+    assert not (run / "export" / "onnx-none" / "step.onnx").exists()
+    for name in ("onnx-dynamic", "onnx-int8", "tflite-dynamic"):
+        assert {"wer", "cer"} <= set(_manifest(run, name)["quality"]), name
+
+    wav = data / "wavs" / "dev" / "000002.wav"
+    want = _transcript([*base, "--run-dir", str(run), "--input", str(wav)])
+    assert want
+    for name in ("onnx-none", "tflite-none"):
+        got = _transcript(["--artifact", str(run / "export" / name), "--input", str(wav)])
+        assert got == want, name
+
+    onnx = str(run / "export" / "onnx-none")
+    result = runner.invoke(app, ["decode", "--artifact", onnx, "--input", str(tmp_path / "x.wav")])
+    assert result.exit_code == 2 and "missing-audio" in result.output
+    assert "Traceback" not in result.output
+    fast = tmp_path / "fast.wav"
+    write_wav(fast, read_wav(wav), sample_rate=44100)
+    result = runner.invoke(app, ["decode", "--artifact", onnx, "--input", str(fast)])
+    assert result.exit_code == 2 and "wrong-sample-rate" in result.output
+    assert "44100 Hz" in result.output and "sox -D" in result.output
+    result = runner.invoke(app, ["decode", "--artifact", onnx])  # no wav to hear
+    assert result.exit_code == 2 and "--input" in result.output
