@@ -254,7 +254,8 @@ def eval_cmd(
     run_dir: RunOpt = None,
     split: Annotated[str, typer.Option(help="dev or test.")] = "dev",
     limit: Annotated[
-        int, typer.Option(help="Translate only the first N examples for BLEU/chrF (0: all).")
+        int,
+        typer.Option(help="Decode only the first N examples for BLEU/chrF or WER/CER (0: all)."),
     ] = 200,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
