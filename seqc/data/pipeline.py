@@ -39,7 +39,7 @@ Choices worth knowing:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -399,6 +399,14 @@ class InputPipeline:
             lengths = [len(a) for a in first]
             origin = list(range(len(examples)))
 
+        batcher = self._batcher(split, lengths, lambda i: examples[origin[i]].location, drops)
+        return SplitData(split, examples, first, second, third, origin, batcher, drops)
+
+    def _batcher(
+        self, split: str, lengths: list[int], location: Callable[[int], str], drops: DropReport
+    ) -> BucketBatcher:
+        """The split's batch planner over these lengths: train's buckets, shuffled and cut at
+        `max_length`; dev and test keep every example (one larger bucket if need be), in order."""
         buckets = self.buckets
         max_length: int | None = self.max_length
         if split != "train":
@@ -409,10 +417,10 @@ class InputPipeline:
             shuffle_buffer=self.shuffle_buffer if split == "train" else 0,
             seed=self.seed,
             max_length=max_length,
-            location=lambda i: examples[origin[i]].location,
+            location=location,
         )
         drops.merge(batcher.drops)
-        return SplitData(split, examples, first, second, third, origin, batcher, drops)
+        return batcher
 
     def _tokenise_speech(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
         tok = self.tokenizer
@@ -425,19 +433,7 @@ class InputPipeline:
             self.label_length = own
         label_length = max(own, self.label_length)
         lengths = [e.audio.frames if e.audio is not None else 0 for e in examples]
-        buckets = self.buckets
-        max_length: int | None = self.max_length
-        if split != "train":
-            buckets, max_length = _eval_buckets(buckets, max(lengths, default=0)), None
-        batcher = BucketBatcher(
-            lengths,
-            buckets,
-            shuffle_buffer=self.shuffle_buffer if split == "train" else 0,
-            seed=self.seed,
-            max_length=max_length,
-            location=lambda i: examples[i].location,
-        )
-        drops.merge(batcher.drops)
+        batcher = self._batcher(split, lengths, lambda i: examples[i].location, drops)
         origin = list(range(len(examples)))
         return SplitData(
             split, examples, labels, tgt_in, tgt_out, origin, batcher, drops, label_length
