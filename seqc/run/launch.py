@@ -36,6 +36,10 @@ from seqc.spec.errors import UsageError
 
 GRACE_S = 20.0
 """How long stopped processes get to write their checkpoint before they are killed."""
+NOTICE_S = 5.0
+"""How long the others get, after one process died, to find out by themselves (their next
+collective fails at once) and say so, before they are asked to stop: a SIGTERM racing that
+failure would turn their clear `process-lost` into a stop that waits on the dead peer."""
 TAIL = 20
 
 
@@ -137,11 +141,14 @@ def run_group(
                 m.proc.send_signal(signum)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    failed = None
     try:
         code, failed = _watch(group, ps)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if failed is not None and not signalled:
+            _await(group, min(grace, NOTICE_S))
         _stop(group, grace)
         for t in pumps:
             t.join(timeout=5)
@@ -179,6 +186,15 @@ def _watch(group: list[Member], ps: int) -> tuple[int, Member | None]:
                 return 0, None
         if not ps and all(m.proc is not None and m.proc.poll() == 0 for m in group):
             return 0, None
+        time.sleep(0.1)
+
+
+def _await(group: list[Member], seconds: float) -> None:
+    """Wait up to `seconds` for the processes still running to end by themselves."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(m.proc is None or m.proc.poll() is not None for m in group):
+            return
         time.sleep(0.1)
 
 
