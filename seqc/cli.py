@@ -462,6 +462,7 @@ _NATIVE_NOISE = re.compile(
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|INFO: "  # LiteRT's own INFO lines ("Created TensorFlow Lite XNNPACK delegate")
     rb"|\[Gloo\] Rank \d+ is connected to"  # gloo's note as JAX's CPU collectives connect
+    rb"|fully_quantize: \d+, inference_type"  # TFLite's MLIR quantizer says its settings
 )
 """Lines that native libraries write to the process's stderr whatever the environment says:
 TensorFlow logs oneDNN's notice while its library loads, before it reads TF_CPP_MIN_LOG_LEVEL,

@@ -3,8 +3,9 @@
 
 A tiny corpus (a dozen utterances, espeak-ng and flite) trains `asr.numbers.tiny` for a few
 steps. A CTC model has nothing to decode step by step, so it is exported whole (audio and its
-mask in, the log-mel front end inside, frame logits out) to ONNX (fp32, static int8) and
-TFLite (fp32, dynamic range); each fp32 artifact must match the trained model's frame logits
+mask in, the log-mel front end inside, frame logits out) to ONNX (fp32, dynamic, static int8)
+and TFLite (fp32, dynamic range, and full int8 with the front end left in float, as the spec's
+export block says); each fp32 artifact must match the trained model's frame logits
 on the real frames of dev batches, and every artifact transcribes a wav as the trained model
 does. A wav that is missing or at another rate is the audio reader's error, not a traceback.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from seqc.backends.tflite.flatbuffer import float_compute, ops
 from seqc.cli import app
 from seqc.data.audio import read_wav, write_wav
 from seqc.data.corpora import spoken_numbers
@@ -77,7 +79,7 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     args = ["export", *base, "--run-dir", str(run), "--wer", "4", "--batches", "1"]
     result = runner.invoke(app, [*args, *jobs, "--quantize", "dynamic"])
     assert result.exit_code == 0, result.output
-    result = runner.invoke(app, [*args, "--format", "onnx", "--quantize", "int8"])
+    result = runner.invoke(app, args)  # the spec's export block: ONNX and TFLite int8
     assert result.exit_code == 0, result.output
     for name in ("onnx-none", "tflite-none"):
         m = _manifest(run, name)
@@ -91,8 +93,32 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     assert _manifest(run, "onnx-none")["reference_evaluator_err"] <= 1e-4
     assert (run / "export" / "onnx-none" / "encoder.onnx").exists()
     assert not (run / "export" / "onnx-none" / "step.onnx").exists()
-    for name in ("onnx-dynamic", "onnx-int8", "tflite-dynamic"):
+    kept = "tflite-int8-float-frontend-norm_in"
+    for name in ("onnx-dynamic", "onnx-int8", "tflite-dynamic", kept):
         assert {"wer", "cer"} <= set(_manifest(run, name)["quality"]), name
+    assert _manifest(run, kept)["keep_float"] == ["frontend", "norm_in"]
+    model = (run / "export" / kept / "model.tflite").read_bytes()
+    floats = float_compute(model, values_only=True)  # the front end and its norm, nothing else
+    assert {n.split("/")[0] for op in floats for n in op.output_names} <= {"frontend", "norm_in"}
+    assert {"LOG", "FULLY_CONNECTED"} <= {op.name for op in floats}
+    matmuls = [op for op in ops(model) if op.name == "FULLY_CONNECTED" and op not in floats]
+    assert matmuls and all(op.inputs[0] == "INT8" for op in matmuls)
+    result = runner.invoke(
+        app,
+        [
+            *args,
+            "--format",
+            "tflite",
+            "--quantize",
+            "int8",
+            "--keep-float",
+            "front",
+            "--out",
+            str(tmp_path / "x"),
+        ],
+    )
+    assert result.exit_code == 2 and "unknown-layer" in result.output, result.output
+    assert "frontend" in result.output and "Traceback" not in result.output
 
     wav = data / "wavs" / "dev" / "000002.wav"
     want = _transcript([*base, "--run-dir", str(run), "--input", str(wav)])

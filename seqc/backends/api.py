@@ -292,6 +292,8 @@ class ExportJob:
     calibration: Callable[[str], list[dict[str, np.ndarray]]]
     """Real feeds of the `encoder` or the `step` graph (dev data run through the reference
     backend's step functions), for static quantization and representative datasets."""
+    keep_float: tuple[str, ...] = ()
+    """Layer paths an int8 artifact leaves in float (formats that can: TFLite)."""
 
 
 class ArtifactFormat(Protocol):

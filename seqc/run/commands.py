@@ -500,6 +500,14 @@ def export_cmd(
             "per token) instead of the logits, for a self-normalised model (nce, snis B).",
         ),
     ] = True,
+    keep_float: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--keep-float",
+            help="A layer (path, as `seqc show --graph` lists them) that the TFLite int8 "
+            "artifacts leave in float, such as a speech front end (repeatable).",
+        ),
+    ] = None,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
     task: TaskOpt = None,
@@ -509,13 +517,15 @@ def export_cmd(
     Without --format, the formats the experiment's `export { }` block lists (else ONNX). A
     multi-task run: one set of artifacts per task (in RUN/export/TASK), or --task's; each holds
     its task's graph and only the weights that task reads."""
-    from seqc.run.export import from_spec, plan
+    from seqc.run.export import check_layers, from_spec, plan
 
     sessions = _sessions(spec, experiment, set_, cache_dir, task)
     run_dir = run_dir or Path("runs") / experiment
+    keep = tuple(keep_float or ())
     for session in sessions:
-        if format_ or quantize or not normalize:
-            jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize)
+        if format_ or quantize or not normalize or keep:
+            jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize, keep)
+            check_layers(session, keep)
         else:
             jobs = from_spec(session) or plan(["onnx"], ["none"])
         target = out_dir or run_dir / "export"
@@ -540,11 +550,17 @@ def _export_task(
     ctx = prepare(session, params, weights, batches, bleu, wer)
     rows = []
     for job in jobs:
-        fmt, q, norm = job
-        err.print(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}) ...")
-        rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm))
+        fmt, q, norm, keep = job
+        kept = f", {', '.join(keep)} in float" if keep else ""
+        err.print(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}{kept}) ...")
+        rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm, keep))
     scoring = ctx._scoring.reference_quality if ctx._scoring is not None else {}
     _export_table(rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32")
+
+
+def _quantized(row: Any) -> str:
+    kept = row.extra.get("keep_float")
+    return f"{row.quantize} ({', '.join(kept)} float)" if kept else row.quantize
 
 
 def _export_table(rows: list[Any], reference: dict[str, float], length: str = "x32") -> None:
@@ -571,7 +587,7 @@ def _export_table(rows: list[Any], reference: dict[str, float], length: str = "x
         quality = ", ".join(f"{k} {v:.2f}" for k, v in r.quality.items())
         table.add_row(
             r.format,
-            r.quantize,
+            _quantized(r),
             f"{r.size_bytes / 2**20:.2f} MiB",
             ratio,
             f"{r.latency_ms:.1f} ms",

@@ -39,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -158,12 +158,30 @@ class Context:
         return self._calibration[which]
 
 
-Job = tuple[str, str, bool]
-"""(format, quantization, normalize) of one artifact."""
+class Job(NamedTuple):
+    """One artifact to build."""
+
+    format: str
+    quantize: str
+    normalize: bool = True
+    keep_float: tuple[str, ...] = ()
+    """Layers left in float under int8 (TFLite; `seqc.backends.tflite.selective`)."""
 
 
-def plan(formats: list[str], quantize: list[str], normalize: bool = True) -> list[Job]:
-    """The artifacts to build; a pair a format has no mode for is an error."""
+KEEP_FLOAT_FORMATS = ("tflite",)
+"""Formats whose int8 can leave named layers in float."""
+
+
+def plan(
+    formats: list[str],
+    quantize: list[str],
+    normalize: bool = True,
+    keep_float: tuple[str, ...] = (),
+    span: Any = None,
+) -> list[Job]:
+    """The artifacts to build; a pair a format has no mode for is an error. `keep_float` goes
+    to the TFLite int8 artifacts among them, and is an error when there is none (`span`:
+    where the spec said it)."""
     out = []
     for f in formats:
         modes = registry.artifact_format(registry.check_format(f)).quantize
@@ -181,7 +199,17 @@ def plan(formats: list[str], quantize: list[str], normalize: bool = True) -> lis
                     f"{' and '.join(SCORING_FORMATS)}",
                     code="bad-normalize",
                 )
-            out.append((f, q, normalize))
+            kept = f in KEEP_FLOAT_FORMATS and q == "int8"
+            out.append(Job(f, q, normalize, tuple(keep_float) if kept else ()))
+    if keep_float and not any(job.keep_float for job in out):
+        raise UsageError(
+            f"keep_float leaves layers in float under int8 quantization of "
+            f"{' and '.join(KEEP_FLOAT_FORMATS)}; no artifact asked for here has it",
+            span=span,
+            code="bad-keep-float",
+            hint='use it with tflite(quantize = "int8") (--format tflite --quantize int8), or '
+            "drop it",
+        )
     return out
 
 
@@ -193,15 +221,35 @@ def from_spec(session: Any) -> list[Job]:
     """The artifacts the experiment's `export { ... }` block lists, each with its own
     quantization and normalization; none when it lists none."""
     out = []
+    span = session.resolved.span("export.formats")
     for call in session.resolved.config["export"]["formats"]:
         q = str(call.args.get("quantize", "none"))
-        out += plan([call.kind], [q], bool(call.args.get("normalize", True)))
+        keep = tuple(str(x) for x in call.args.get("keep_float", ()))
+        out += plan([call.kind], [q], bool(call.args.get("normalize", True)), keep, span)
+    for job in out:
+        check_layers(session, job.keep_float, span)
     return out
 
 
+def check_layers(session: Any, layers: tuple[str, ...], span: Any = None) -> None:
+    """Every name in `layers` is a layer of the task's model (a path such as `frontend` or
+    `encoder.0`, as `seqc show --graph` lists them)."""
+    known = {op.layer for op in session.graph.ops if op.layer}
+    for name in layers:
+        if not any(k == name or k.startswith(f"{name}.") for k in known):
+            tops = sorted({k.split(".")[0] for k in known})
+            raise UsageError(
+                f"keep_float names `{name}`, which is no layer of task `{session.task}`'s model",
+                span=span,
+                code="unknown-layer",
+                expected=", ".join(tops[:12]),
+                found=name,
+            )
+
+
 def folder_name(job: Job) -> str:
-    fmt, q, normalize = job
-    return f"{fmt}-{q}" if normalize else f"{fmt}-{q}-score"
+    name = f"{job.format}-{job.quantize}" if job.normalize else f"{job.format}-{job.quantize}-score"
+    return f"{name}-float-{'-'.join(job.keep_float)}" if job.keep_float else name
 
 
 def _split(session: Any) -> str:
@@ -406,9 +454,10 @@ def _latency_ms(fns: Any, sig: StepSignature, sample_rate: int | None, reps: int
     return 1000.0 * statistics.median(times)
 
 
-def _job(ctx: Context) -> ExportJob:
+def _job(ctx: Context, keep_float: tuple[str, ...] = ()) -> ExportJob:
     session = ctx.session
     return ExportJob(
+        keep_float=keep_float,
         graph=session.graph,
         params=ctx.params,
         program=ctx.program,
@@ -418,9 +467,17 @@ def _job(ctx: Context) -> ExportJob:
     )
 
 
-def export_one(ctx: Context, fmt: str, quantize: str, target: Path, normalize: bool = True) -> Row:
+def export_one(
+    ctx: Context,
+    fmt: str,
+    quantize: str,
+    target: Path,
+    normalize: bool = True,
+    keep_float: tuple[str, ...] = (),
+) -> Row:
     """Build, gate, measure and package one artifact into `target` (see the module doc);
-    `normalize = false` exports the scoring graph (`scoring_context`)."""
+    `normalize = false` exports the scoring graph (`scoring_context`); `keep_float`: layers a
+    TFLite int8 artifact leaves in float."""
     if not normalize:
         ctx = scoring_context(ctx)
     if target.exists() and any(target.iterdir()):
@@ -435,7 +492,7 @@ def export_one(ctx: Context, fmt: str, quantize: str, target: Path, normalize: b
     work = Path(tempfile.mkdtemp(prefix=".work-", dir=target.parent))
     artifact = registry.artifact_format(fmt)
     try:
-        extra = artifact.build(_job(ctx), tmp, quantize, work)
+        extra = artifact.build(_job(ctx, keep_float), tmp, quantize, work)
         fns = artifact.runtime(tmp, ctx.sig)
         forward = one_pass if ctx.sig.encoder_only else teacher_forced
         logits = [forward(fns, ctx.sig, b) for b in ctx.batches]

@@ -20,6 +20,7 @@ import tensorflow as tf
 from seqc.backends import interpret
 from seqc.backends.primitives import registrar
 from seqc.backends.tf.lazy_rows import LazyTable
+from seqc.backends.tf.scopes import layer_scope
 from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
@@ -403,6 +404,13 @@ class TfMachine(interpret.Machine):
             return value  # its gathers cast the rows they read
         p = tf.convert_to_tensor(value)
         return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
+
+    def apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
+        if not op.layer:
+            return super().apply(graph, op, args, ctx)
+        # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`.
+        with tf.name_scope(f"{layer_scope(op.layer)}/"):
+            return super().apply(graph, op, args, ctx)
 
     def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> tf.Tensor:
         from seqc.backends.tf.scan import scan

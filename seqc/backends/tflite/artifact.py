@@ -58,8 +58,9 @@ class TfliteFormat:
                         yield key, feeds
 
         rep = representative if quantize == "int8" else None
-        (folder / "model.tflite").write_bytes(convert(saved, quantize, rep, keys))
-        return {}
+        model = convert(saved, quantize, rep, keys, job.keep_float)
+        (folder / "model.tflite").write_bytes(model)
+        return {"keep_float": list(job.keep_float)} if job.keep_float else {}
 
     def runtime(self, folder: Path, signature: StepSignature) -> TfliteSteps:
         return TfliteSteps(folder, signature)

@@ -21,10 +21,13 @@ The four modes (`QUANTIZE`):
 - ``"fp16"``: weights stored float16, dequantized to float32 at load; compute stays float32.
   About 2x smaller, accuracy close to float32.
 - ``"int8"``: full integer quantization, calibrated on the `representative` feeds. Weights are
-  int8 (per channel for fully-connected/matmul), biases int32, activations int8. There is *no*
-  float fallback: the converter is asked for the int8 op set, and since it still leaves an op
-  without an int8 kernel in float32 without a word, the result is checked
+  int8 (per channel for fully-connected/matmul), biases int32, activations int8. There is no
+  *silent* float fallback: the converter is asked for the int8 op set, and since it still
+  leaves an op without an int8 kernel in float32 without a word, the result is checked
   (`flatbuffer.float_compute`) and such an op is a conversion error, never a silently float op.
+  Float is what the caller asks for by name: `keep_float` layers stay float32 (a speech front
+  end, see `seqc.backends.tflite.selective`). Float arithmetic on lengths alone (the angles,
+  sin and cos of rotary positions) is allowed: it has no activation range to quantize.
   What is not int8, by design: integer and bool tensors (token ids, masks, positions, loop
   counters) are not quantized, and int32 id inputs stay int32 (an id is an index, not a value
   with a range); float inputs and outputs keep a float32 interface (a quantize op at the entry,
@@ -52,7 +55,8 @@ that explanation (see `_hint`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +64,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from seqc.backends.tflite.flatbuffer import float_compute
+from seqc.backends.tf.scopes import in_layers
+from seqc.backends.tflite.flatbuffer import Op, float_compute
+from seqc.backends.tflite.selective import layer_nodes, quantize_except
 from seqc.spec.errors import ExportError
 
 QUANTIZE = ("none", "dynamic", "fp16", "int8")
@@ -130,6 +136,7 @@ def convert(
     quantize: str,
     representative: Representative | None = None,
     signature_keys: list[str] | None = None,
+    keep_float: Sequence[str] = (),
 ) -> bytes:
     """The TFLite flatbuffer of the SavedModel's signatures `signature_keys` (default: all).
 
@@ -142,9 +149,12 @@ def convert(
     activation ranges are what calibration saw. (Samples may change shape from one to the next
     for graphs that compute their shapes at run time, as seqc's do; see `_hint`.)
 
+    `keep_float` (int8 only) names layers (spec layer paths, `frontend` or `blocks.0`) whose
+    ops stay float32 while the rest is int8 (`seqc.backends.tflite.selective`).
+
     Raises `TfliteConversionError` for a missing SavedModel, an unknown signature key or mode,
-    calibration feeds that do not fit, any op the TFLite builtins cannot express, and (int8)
-    any op left computing in float.
+    calibration feeds that do not fit, any op the TFLite builtins cannot express, a kept layer
+    with no op in the model, and (int8) any op outside the kept layers left computing in float.
     """
     saved_model_dir = Path(saved_model_dir)
     if quantize not in QUANTIZE:
@@ -156,6 +166,12 @@ def convert(
             'quantize="int8" needs a representative dataset to calibrate activation ranges; '
             "pass `representative=` (batches of the spec's dev input), or use "
             'quantize="dynamic", which needs none'
+        )
+    if keep_float and quantize != "int8":
+        raise TfliteConversionError(
+            f"keep_float names layers to leave in float under quantize='int8'; with "
+            f"quantize={quantize!r} the converter has no per-layer control (its dynamic range "
+            "quantizes every large enough weight): drop keep_float or use quantize='int8'"
         )
     inputs = signature_inputs(saved_model_dir)
     keys = list(signature_keys) if signature_keys is not None else sorted(inputs)
@@ -172,14 +188,34 @@ def convert(
         return _calibration(representative, {k: inputs[k] for k in keys})
 
     try:
-        model = _converter(saved_model_dir, quantize, calibration(keys), keys).convert()
+        converter = _converter(saved_model_dir, quantize, calibration(keys), keys)
+        converter._experimental_calibrate_only = bool(keep_float)
+        with warnings.catch_warnings():
+            # Calibrating alone runs TF's own calibrator, which still builds the deprecated
+            # tf.lite.Interpreter and says so; nothing here runs models with it.
+            warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter")
+            model = converter.convert()
     except TfliteConversionError:
         raise
     except Exception as e:
         raise _explain(e, saved_model_dir, quantize, calibration, keys) from e
+    if keep_float:
+        model = quantize_except(model, _kept_nodes(model, keep_float, saved_model_dir))
     if quantize == "int8":
-        _check_integer(model, saved_model_dir)
+        _check_integer(model, saved_model_dir, keep_float)
     return model
+
+
+def _kept_nodes(model: bytes, keep_float: Sequence[str], saved_model_dir: Path) -> list[str]:
+    found = layer_nodes(model, list(keep_float))
+    missing = [layer for layer, nodes in found.items() if not nodes]
+    if missing:
+        raise TfliteConversionError(
+            f"{saved_model_dir}: keep_float names {', '.join(map(repr, missing))}, but no op of "
+            "the converted model computes that layer; name layers of the model (spec layer "
+            "paths such as `frontend` or `blocks.0`)"
+        )
+    return [name for nodes in found.values() for name in nodes]
 
 
 def _converter(
@@ -210,17 +246,29 @@ def _converter(
     return converter
 
 
-def _check_integer(model: bytes, saved_model_dir: Path) -> None:
-    """Refuse an "int8" model in which an op still computes in float (see `flatbuffer`)."""
-    left = float_compute(model)
+def _check_integer(model: bytes, saved_model_dir: Path, keep_float: Sequence[str] = ()) -> None:
+    """Refuse an "int8" model in which an op outside the `keep_float` layers still computes on
+    values in float (see `flatbuffer`; float arithmetic on lengths, such as rotary angles, has
+    no range to calibrate and is allowed)."""
+    left = [
+        op
+        for op in float_compute(model, values_only=True)
+        if not any(in_layers(name, list(keep_float)) for name in op.output_names)
+    ]
     if left:
-        shown = sorted({f"{op.name} in {op.subgraph}" for op in left})
+        shown = sorted({f"{op.name} in {op.subgraph} ({_first(op)})" for op in left})
         raise TfliteConversionError(
             f"{saved_model_dir}: quantize='int8' left {len(left)} op(s) computing in float, "
-            f"having no int8 kernel: {', '.join(shown[:8])}. Use quantize='dynamic' (float "
-            "activations, int8 weights), or express the op otherwise in seqc.backends.tf.ops",
+            f"having no int8 kernel: {', '.join(shown[:8])}. Keep their layers in float "
+            "(keep_float = [...], named in each op's name before its first /), use "
+            "quantize='dynamic' (float activations, int8 weights), or express the op otherwise "
+            "in seqc.backends.tf.ops",
             ops=tuple(sorted({op.name for op in left})),
         )
+
+
+def _first(op: Op) -> str:
+    return (op.output_names[0].split(";")[0] if op.output_names else "") or "unnamed"
 
 
 def _calibration(

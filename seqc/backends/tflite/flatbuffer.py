@@ -38,6 +38,12 @@ class Op:
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    output_names: tuple[str, ...] = ()
+    """The names of its output tensors: the TF ops it was converted from, `;`-separated when
+    fused, each under its layer's name scope (`seqc.backends.tf.scopes`)."""
+    on_values: bool = True
+    """Whether it reads the values of the subgraph's inputs (directly or through other ops), not
+    only their shapes and the constants: rotary angles computed from a length are not."""
 
     def __str__(self) -> str:
         return f"{self.name}({', '.join(self.inputs)}) -> {', '.join(self.outputs)}"
@@ -58,6 +64,9 @@ def ops(model: bytes) -> list[Op]:
         def dtypes(indices: list[int], g: schema.SubGraph = g) -> tuple[str, ...]:
             return tuple(_TYPE_NAMES.get(g.Tensors(t).Type(), "?") for t in indices if t >= 0)
 
+        # A subgraph's inputs carry values (a loop body's too: its carried state); SHAPE reads
+        # none, and what only constants and shapes feed carries none.
+        valued = {g.Inputs(j) for j in range(g.InputsLength())}
         for oi in range(g.OperatorsLength()):
             op = g.Operators(oi)
             code = m.OperatorCodes(op.OpcodeIndex())
@@ -65,15 +74,26 @@ def ops(model: bytes) -> list[Op]:
             name = _OP_NAMES.get(builtin, str(builtin))
             if name == "CUSTOM":
                 name = f"CUSTOM:{(code.CustomCode() or b'').decode()}"
-            ins = dtypes([op.Inputs(j) for j in range(op.InputsLength())])
-            outs = dtypes([op.Outputs(j) for j in range(op.OutputsLength())])
-            out.append(Op(where, name, ins, outs))
+            inputs = [op.Inputs(j) for j in range(op.InputsLength())]
+            outputs = [op.Outputs(j) for j in range(op.OutputsLength())]
+            on_values = name != "SHAPE" and any(t in valued for t in inputs)
+            if on_values:
+                valued.update(outputs)
+            named = tuple((g.Tensors(t).Name() or b"").decode() for t in outputs if t >= 0)
+            out.append(Op(where, name, dtypes(inputs), dtypes(outputs), named, on_values))
     return out
 
 
-def float_compute(model: bytes) -> list[Op]:
+def float_compute(model: bytes, values_only: bool = False) -> list[Op]:
     """The ops that do arithmetic on float tensors (anything but `MOVEMENT` with a float input
-    or output): empty for a fully integer model."""
+    or output): empty for a fully integer model. `values_only`: only those that compute on the
+    inputs' values (`Op.on_values`), leaving out float arithmetic on lengths and constants, such
+    as the sin and cos of rotary positions, which no int8 kernel has and no input's range
+    affects."""
     return [
-        op for op in ops(model) if op.name not in MOVEMENT and _FLOATS & {*op.inputs, *op.outputs}
+        op
+        for op in ops(model)
+        if op.name not in MOVEMENT
+        and _FLOATS & {*op.inputs, *op.outputs}
+        and (op.on_values or not values_only)
     ]

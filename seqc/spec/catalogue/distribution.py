@@ -30,6 +30,7 @@ from seqc.spec.types import (
     STR,
     Type,
     between,
+    list_of,
     map_of,
     one_of,
 )
@@ -173,6 +174,13 @@ declare(
     "TensorFlow Lite flatbuffer of the inference model, for mobile and embedded targets.",
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
     _NORMALIZE,
+    param(
+        "keep_float",
+        list_of(STR),
+        [],
+        'Layers (paths such as "frontend" or "encoder.0") that quantize = "int8" leaves in '
+        "float: a speech front end, whose power spectrum no 8-bit scale holds.",
+    ),
     positional=(),
 )
 

@@ -1,0 +1,47 @@
+"""Full int8 with some layers left in float: the TFLite quantizer told which ops not to touch.
+
+Why: a linear 8-bit scale cannot hold every input. A log-mel front end's power spectrum spans
+eight or more decades inside one frame, so an int8 step of max/255 rounds the quiet bins (most of
+the speech) to zero, and a normalization right after the log sees ranges set by the padding's
+floor; quantized, such a model's frames disagree with float on one in ten. Keeping those few
+cheap layers in float (the rest of the model, every matmul and convolution of the encoder, stays
+int8) is how deployed speech models run. TF's converter has that only as the experimental
+`denylisted_nodes` of its MLIR quantizer, which the QuantizationDebugger uses: so the model is
+converted with calibration only, the float ops of the named layers are found by their tensor
+names (the TF backend names each op after its layer, `seqc.backends.tf.scopes`), and the
+calibrated model is quantized with those nodes denied. The quantizer puts a dequantize before
+and a quantize after each float island.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+from tensorflow.lite.python.convert import mlir_quantize
+
+from seqc.backends.tf.scopes import in_layers
+from seqc.backends.tflite.flatbuffer import ops
+
+
+def layer_nodes(model: bytes, layers: Sequence[str]) -> dict[str, list[str]]:
+    """The output tensor names of the ops each of `layers` computes, by layer."""
+    found: dict[str, list[str]] = {layer: [] for layer in layers}
+    for op in ops(model):
+        for name in op.output_names:
+            for layer in layers:
+                if in_layers(name, [layer]):
+                    found[layer].append(name)
+    return found
+
+
+def quantize_except(calibrated: bytes, nodes: Sequence[str]) -> bytes:
+    """The calibrated model (`_experimental_calibrate_only`) quantized to int8 as the converter
+    would have, but for the ops whose outputs are `nodes`, which stay float; a float32
+    interface, as `convert`'s "int8" has."""
+    return mlir_quantize(
+        calibrated,
+        input_data_type=tf.float32,
+        output_data_type=tf.float32,
+        denylisted_nodes=sorted(set(nodes)),
+    )
