@@ -18,7 +18,7 @@ from seqc.backends.jax.step import JaxStepFunctions
 from seqc.compiler.incremental import incremental, stepping_inputs
 from seqc.compiler.signature import input_fields
 from seqc.compiler.step_signature import StepSignature
-from seqc.run.decode import Decoder
+from seqc.run.decode import Decoder, decoder_for
 from seqc.run.stepdecode import StepDecoder
 
 
@@ -86,3 +86,16 @@ def test_step_functions_agree_across_backends(pair) -> None:
     ]
     assert logits[0].shape == (2, 6, logits[0].shape[-1])
     np.testing.assert_allclose(logits[1], logits[0], atol=2e-5, rtol=1e-5)
+
+
+def test_the_run_commands_decode_over_the_step_graph(mt: Setup) -> None:
+    """`decoder_for` (what eval, decode, export and the sample after training use) decodes a
+    trained TF model over its step graph, with the reference's tokens; a source whose length is
+    no multiple of the bucket is padded (JAX) or traced once more (TF) without changing them."""
+    m = mt.model
+    dec = decoder_for(m, m.params, BOS, EOS, PAD)
+    assert isinstance(dec, StepDecoder)
+    ref = Decoder(m, m.params, BOS, EOS, PAD)
+    beam = strategy("beam", width=4, length_penalty=0.6, max_length=12)
+    for prompt, src in cases(mt)[:3]:
+        assert dec.generate(beam, prompt, src) == ref.generate(beam, prompt, src), src

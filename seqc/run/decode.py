@@ -205,6 +205,45 @@ def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) ->
 
 
 def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator:
-    """The model's own decoder where its backend has one (TF runs whole loops in one graph),
-    else this module's loop over the compiled forward pass."""
-    return model.decoder(params, bos, eos, pad) or Decoder(model, params, bos, eos, pad)
+    """The fastest decoder the model has: over the backend's encoder and decoder-step graphs with
+    explicit caches (`step_decoder`: the encoder once, then one position per step), as the
+    exported artifacts decode; else the backend's own (TF runs whole loops in one graph); else
+    this module's loop over the compiled forward pass. The params are read now: make the
+    decoder after the weights it should use."""
+    return (
+        step_decoder(model, params, bos, eos, pad)
+        or model.decoder(params, bos, eos, pad)
+        or Decoder(model, params, bos, eos, pad)
+    )
+
+
+def step_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator | None:
+    """A `StepDecoder` over the model's backend's step functions, or None for a model whose
+    graph has no step form (a CTC model, a layer that needs the whole decoded sequence), or
+    whose params are not plain arrays (tables kept on a parameter server).
+
+    Why: the forward-pass loop recomputes every position at every step, O(T^2), and runs one
+    compiled program per buffer length; the step graph computes one position against its
+    caches, O(T), with the encoder run once per source rather than once per step."""
+    from seqc.backends import registry
+    from seqc.compiler.incremental import incremental, stepping_inputs
+    from seqc.compiler.step_signature import StepSignature
+    from seqc.run.stepdecode import StepDecoder
+    from seqc.spec.errors import SeqcError
+
+    task = model.task
+    if task.ctc:
+        return None
+    try:
+        arrays = {k: np.asarray(v) for k, v in dict(params).items()}
+    except (TypeError, ValueError):
+        return None
+    if any(a.dtype == object for a in arrays.values()):
+        return None
+    try:
+        program = incremental(task.graph, stepping_inputs(task.graph))
+    except SeqcError:
+        return None
+    sig = StepSignature.of(program, task.fields)
+    fns = registry.backend(model.backend).step_functions(program, arrays)
+    return StepDecoder(fns, sig, bos, eos, pad)

@@ -41,6 +41,7 @@ from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sh
 from seqc.run.evaluate import evaluate
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.mix import Mix
+from seqc.run.patience import Patience
 from seqc.run.rundir import RunDir
 from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.session import Joint, Session
@@ -135,6 +136,7 @@ def train(
             if eval_before and loop.has_dev and start == 0:
                 result.tasks_before = loop.evaluate(state, 0)
             result.state = _collective(engine, cluster, loop.train, state, start, progress)
+            result.steps = loop.stopped_at or result.steps
             if loop.has_dev:
                 result.tasks_after = loop.evaluate(result.state, result.steps)
             if not steps.several:  # one task: its figures as they are
@@ -169,6 +171,10 @@ class _Loop:
         self.total = int(cfg["steps"])
         self.log_every = max(int(cfg["log_every"]), 1)
         self.eval_every, self.ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
+        self.dev_translations = int(cfg.get("dev_translations", 0))
+        self.patience = Patience(int(cfg.get("patience", 0)))
+        self.stopped_at: int | None = None
+        """The step an early stop ended the run at (`train.patience`)."""
         self.has_dev = any(u.has_dev for u in steps.units.values())
         self.pending: list[tuple[int, Any]] = []
         self.window = (0.0, time.perf_counter())
@@ -284,17 +290,21 @@ class _Loop:
                     last = self.history[-1]
                     bar.update(job, loss=self._losses(), tps=last.get("tokens_per_s", 0.0))
                 bar.update(job, completed=done)
+                stale = False
                 if self._eval_due(done):
                     dev = self.evaluate(state, done)
                     shown = ", ".join(
-                        (f"{t} " if self.steps.several else "")
-                        + f"{d['perplexity']:.2f}"
-                        + (f" (wer {d['wer']:.2f}, cer {d['cer']:.2f})" if "wer" in d else "")
-                        for t, d in dev.items()
+                        (f"{t} " if self.steps.several else "") + _shown(d) for t, d in dev.items()
                     )
                     self.console.print(f"step {done}: dev perplexity {shown}")
-                if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total:
+                    stale = self.patience.update(done, dev)
+                if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total or stale:
                     self.save(done, state)
+                if stale and done < self.total:
+                    self.console.print(self.patience.explain(done))
+                    self.run.log({"step": done, "split": "train", "early_stop": True})
+                    self.stopped_at = done
+                    break
                 asked = stop.signum is not None
                 if self.agree is not None:
                     asked = self.agree(asked)
@@ -394,10 +404,48 @@ class _Loop:
             params = unit.params(state["params"])
             dev = evaluate(unit.model, params, unit.session.pipeline, "dev", self.eval_batches)
             dev |= _error_rates(unit, params)
+            dev |= _translation_scores(unit, params, self.dev_translations)
             tag = {"task": task} if self.steps.several else {}
             self.run.log({"step": step, "split": "dev", **tag, **dev})
             out[task] = dev
         return out
+
+
+def _shown(dev: dict[str, Any]) -> str:
+    """One task's dev figures as the step line prints them."""
+    text = f"{dev['perplexity']:.2f}"
+    if "wer" in dev:
+        text += f" (wer {dev['wer']:.2f}, cer {dev['cer']:.2f})"
+    if "bleu" in dev:
+        text += f" (bleu {dev['bleu']:.2f}, chrf {dev['chrf']:.2f})"
+    return text
+
+
+def _translation_scores(unit: Any, params: Any, examples: int) -> dict[str, float]:
+    """BLEU and chrF of the first `examples` dev translations, for a translation task that lists
+    them among its metrics: what early stopping and the dev curve follow (perplexity is a poor
+    proxy for BLEU late in training, when label smoothing and length matter)."""
+    session = unit.session
+    if session.pipeline.task != "seq2seq" or not examples:
+        return {}
+    if not {m.kind for m in session.task_config["metrics"]} & {"bleu", "chrf"}:
+        return {}
+    from seqc.run.decode import decoder_for
+    from seqc.run.generators import default_strategy
+    from seqc.run.translate import score_translations
+
+    tok = session.pipeline.target_tokenizer
+    decoder = decoder_for(unit.model, params, tok.bos_id, tok.eos_id, tok.pad_id)
+    strategy = session.task_config.get("decode") or default_strategy()
+    t0 = time.perf_counter()
+    scores = score_translations(decoder, session.pipeline, strategy, "dev", examples)
+    seconds = time.perf_counter() - t0
+    return {
+        "bleu": scores["bleu"],
+        "chrf": scores["chrf"],
+        "translations": scores["examples"],
+        "translate_s": seconds,
+    }
 
 
 ATTENTION_DEV_UTTERANCES = 100

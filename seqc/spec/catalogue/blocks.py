@@ -134,6 +134,20 @@ block(
     ),
     param("checkpoint_every", EVERY, 1000, "Save a checkpoint every this many steps; 0 for none."),
     param("eval_every", EVERY, 500, "Evaluate on dev data every this many steps; 0 for never."),
+    param(
+        "dev_translations",
+        EVERY,
+        0,
+        "A translation task listing bleu or chrf: decode this many dev examples at each "
+        "evaluation and score them (0: none, perplexity only; decoding costs time).",
+    ),
+    param(
+        "patience",
+        EVERY,
+        0,
+        "Stop after this many dev evaluations without a better score (BLEU when it is measured, "
+        "else WER, else perplexity); 0 trains for all the steps.",
+    ),
     param("log_every", EVERY, 100, "Log training loss and speed every this many steps."),
     param(
         "mix",
