@@ -174,6 +174,7 @@ class _Loop:
         self.dev_translations = int(cfg.get("dev_translations", 0))
         self.patience = Patience(int(cfg.get("patience", 0)))
         self.stopped_at: int | None = None
+        self.started = time.perf_counter()
         """The step an early stop ended the run at (`train.patience`)."""
         self.has_dev = any(u.has_dev for u in steps.units.values())
         self.pending: list[tuple[int, Any]] = []
@@ -404,9 +405,11 @@ class _Loop:
             params = unit.params(state["params"])
             dev = evaluate(unit.model, params, unit.session.pipeline, "dev", self.eval_batches)
             dev |= _error_rates(unit, params)
-            dev |= _translation_scores(unit, params, self.dev_translations)
+            if step:  # an untrained model's translations score 0 and run to max_length
+                dev |= _translation_scores(unit, params, self.dev_translations)
             tag = {"task": task} if self.steps.several else {}
-            self.run.log({"step": step, "split": "dev", **tag, **dev})
+            minutes = (time.perf_counter() - self.started) / 60.0  # this process's, for curves
+            self.run.log({"step": step, "split": "dev", **tag, **dev, "minutes": minutes})
             out[task] = dev
         return out
 
