@@ -74,6 +74,10 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
         raise typer.Exit(2) from None
     except typer.Exit:
         raise
+    except BrokenPipeError:  # `seqc decode ... | head -1`: the reader has all it wanted
+        with contextlib.suppress(OSError, ValueError):  # stdout may have no descriptor
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # none at exit
+        raise typer.Exit(141) from None  # as a shell reports a writer killed by SIGPIPE
     except Exception as e:  # a bug in seqc, not in the spec
         if _state["debug"]:
             traceback.print_exc()

@@ -88,3 +88,21 @@ def test_every_command_has_help() -> None:
     for cmd in ("check", "fmt", "list", "show", "layers", "schema"):
         result = runner.invoke(app, [cmd, "--help"])
         assert result.exit_code == 0 and "Usage" in result.output, cmd
+
+
+def test_a_closed_pipe_ends_the_command_quietly() -> None:
+    """`seqc decode ... | head -1`: the reader closed the pipe; no "internal error", and the
+    exit code a shell gives a writer killed by SIGPIPE."""
+    import typer
+
+    from seqc.cli import _run
+
+    def write_to_a_closed_pipe() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    try:
+        _run(write_to_a_closed_pipe)
+    except typer.Exit as e:
+        assert e.exit_code == 141
+    else:
+        raise AssertionError("no exit")

@@ -86,5 +86,5 @@ def test_encoder_decoder_trains_and_scores_bleu(tmp_path: Path) -> None:
         ],
     )
     assert out.exit_code == 0, out.output
-    assert "dev_bleu:" in out.output and "(5 examples)" in out.output
+    assert "dev_bleu:" in out.output and "(5 examples; nrefs:1|" in out.output
     assert "dev_chrf:" in out.output

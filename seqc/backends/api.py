@@ -265,6 +265,11 @@ class Backend(Protocol):
         """Whether the checkpoints in this folder are this backend's."""
         ...
 
+    def steps(self, directory: Path) -> list[int]:
+        """The steps of this backend's checkpoints in this folder, oldest first (one being
+        written or set aside is not listed)."""
+        ...
+
     def read_weights(self, directory: Path, step: int | None = None) -> Weights: ...
 
     def write_weights(self, weights: Weights, directory: Path) -> None:
@@ -313,9 +318,9 @@ class ArtifactFormat(Protocol):
     def runtime(self, folder: Path, signature: StepSignature) -> StepFunctions: ...
 
     def stamp(self, folder: Path, props: Mapping[str, str]) -> None:
-        """Write `props` (the manifest, the frozen spec, the tokenizer, as text) into the
-        model files themselves where the format has room for metadata, so a model file that
-        travels alone still says what it is; a no-op otherwise."""
+        """Write `props` (the manifest, the frozen spec, the sha256 of the tokenizer beside
+        it, as text) into the model files themselves where the format has room for metadata,
+        so a model file that travels alone still says what it is; a no-op otherwise."""
         ...
 
 

@@ -11,10 +11,18 @@ from typing import Annotated, Any
 
 import typer
 
+from seqc.run.average import average_cmd
 from seqc.run.calibrate import calibrate_cmd
 from seqc.run.console import err, out
-from seqc.run.generators import from_artifact, from_session, sample_text, transcribe_file
+from seqc.run.generators import (
+    from_artifact,
+    from_session,
+    hypothesis,
+    sample_text,
+    transcribe_file,
+)
 from seqc.run.launch import launch_cmd
+from seqc.run.outputs import LineFile, one_line
 from seqc.run.place import place_cmd
 from seqc.spec.errors import FileError
 
@@ -111,6 +119,12 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
 
 def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
     """The model on `backend` with the weights of `source`, written by either backend."""
+    model, state, _ = _restore_weights(session, source, backend)
+    return model, state
+
+
+def _restore_weights(session: Any, source: Path, backend: str) -> tuple[Any, Any, Any]:
+    """`_restore`, and the `Weights` read: their step and path name what was evaluated."""
     from seqc.backends import registry
 
     weights, params = _weights(session, source)
@@ -122,7 +136,7 @@ def _restore(session: Any, source: Path, backend: str) -> tuple[Any, Any]:
             f"{registry.title(backend)}, tensor by tensor by layer path",
             soft_wrap=True,
         )
-    return model, state
+    return model, state, weights
 
 
 def train_cmd(
@@ -248,15 +262,23 @@ def _experiment_backend(spec: Path, experiment: str, set_: list[str] | None) -> 
     return str(resolve(load_program(spec), experiment, set_ or []).config["backend"])
 
 
+DEV_LIMIT = 200
+"""How many examples `seqc eval` decodes by default on a split other than test."""
+
+
 def eval_cmd(
     spec: FileArg,
     experiment: ExpOpt,
     run_dir: RunOpt = None,
     split: Annotated[str, typer.Option(help="dev or test.")] = "dev",
     limit: Annotated[
-        int,
-        typer.Option(help="Decode only the first N examples for BLEU/chrF or WER/CER (0: all)."),
-    ] = 200,
+        int | None,
+        typer.Option(
+            help="Decode only the first N examples for BLEU/chrF or WER/CER (0: all; default: "
+            f"all of test, the first {DEV_LIMIT} of dev).",
+            show_default=False,
+        ),
+    ] = None,
     set_: SetOpt = None,
     cache_dir: CacheOpt = None,
     backend: BackendOpt = None,
@@ -264,20 +286,25 @@ def eval_cmd(
     task: TaskOpt = None,
 ) -> None:
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
-    decoded translations when the task lists them. A multi-task run: every task, or --task."""
+    decoded translations when the task lists them, with sacreBLEU's signatures, the
+    hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task."""
     _check_backend(backend)
     sessions = _sessions(spec, experiment, set_, cache_dir, task)
     run_dir = run_dir or Path("runs") / experiment
+    if limit is None:  # a test figure is reported on the whole split; dev is a quick look
+        limit = 0 if split == "test" else DEV_LIMIT
     for session in sessions:
         if len(sessions) > 1:
             out.print(f"task {session.task}:")
-        _eval_one(session, checkpoint or run_dir, backend, split, limit)
+        _eval_one(session, checkpoint or run_dir, backend, split, limit, run_dir)
 
 
-def _eval_one(session: Any, source: Path, backend: str | None, split: str, limit: int) -> None:
+def _eval_one(
+    session: Any, source: Path, backend: str | None, split: str, limit: int, run_dir: Path
+) -> None:
     from seqc.run.evaluate import evaluate
 
-    model, state = _restore(session, source, _backend(session, backend))
+    model, state, weights = _restore_weights(session, source, _backend(session, backend))
     scores = evaluate(model, state["params"], session.pipeline, split)
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
@@ -305,8 +332,45 @@ def _eval_one(session: Any, source: Path, backend: str | None, split: str, limit
         t = score_translations(decoder, session.pipeline, strategy, split, limit)
         for src, hyp, ref in t["samples"]:
             err.print(f"  src: {src}\n  hyp: {hyp}\n  ref: {ref}")
-        out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples)")
-        out.print(f"{split}_chrf: {t['chrf']:.2f}")
+        sig = t["signatures"]
+        out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
+        out.print(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
+        folder = _write_eval(run_dir, session, weights, split, limit, strategy, t)
+        out.print(f"{split} hypotheses and scores: {folder}", soft_wrap=True)
+
+
+def _write_eval(
+    run_dir: Path,
+    session: Any,
+    weights: Any,
+    split: str,
+    limit: int,
+    strategy: Any,
+    scored: dict[str, Any],
+) -> Path:
+    """Write the translations and their scores to RUN/eval/STEP-SPLIT (-TASK in a multi-task
+    run), where a reported figure can be checked and rescored; a later eval of the same
+    checkpoint and split replaces the folder whole."""
+    from seqc.resolve.values import to_json
+    from seqc.run.lock import unwritable
+    from seqc.run.translate import write_translations
+
+    name = f"{weights.step}-{split}"
+    if len(session.resolved.tasks) > 1:
+        name += f"-{session.task}"
+    folder = run_dir / "eval" / name
+    facts = {
+        "task": session.task,
+        "split": split,
+        "limit": limit,
+        "checkpoint": {"step": weights.step, "path": str(weights.path), "backend": weights.backend},
+        "decode": to_json(strategy),
+    }
+    try:
+        write_translations(folder, scored, facts)
+    except OSError as e:
+        raise unwritable(run_dir, e) from None
+    return folder
 
 
 def decode_cmd(
@@ -339,14 +403,61 @@ def decode_cmd(
             "SavedModel via TF) instead of a checkpoint; the spec is then optional.",
         ),
     ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Write one hypothesis per input line to this file (atomically), as stdout "
+            "gets when it is not a terminal.",
+        ),
+    ] = None,
 ) -> None:
     """Generate with the task's decode strategy, from a file or an interactive prompt; a
-    speech model transcribes the wav file given as --input."""
+    speech model transcribes the wav file given as --input.
+
+    On a terminal each line shows `source -> hypothesis`; into a pipe or a file (`> out.txt`)
+    or with --output, only the hypotheses, one line per input line (an empty one for an empty
+    source), ready for sacreBLEU: notes go to stderr."""
     from seqc.spec.errors import UsageError
 
     _check_backend(backend)
+    if output is not None and input_file is None:
+        raise UsageError(
+            "--output needs --input: the file holds one hypothesis per input line",
+            code="missing-option",
+            hint="seqc decode ... --input sources.txt --output hypotheses.txt",
+        )
     wav = input_file is not None and input_file.suffix.lower() == ".wav"
     lines = None if input_file is None or wav else _input_lines(input_file)  # before loading
+    target = LineFile(output) if output is not None else None  # an unwritable path fails now
+    try:
+        gen = _decode_generator(
+            spec, experiment, run_dir, set_, cache_dir, backend, checkpoint, task, artifact
+        )
+        _decode_lines(gen, input_file, wav, lines, target)
+    except BaseException:
+        if target is not None:
+            target.abort()
+        raise
+    if target is not None:
+        target.commit()
+        err.print(f"wrote {target.lines} lines to {output}", soft_wrap=True)
+
+
+def _decode_generator(
+    spec: Path | None,
+    experiment: str | None,
+    run_dir: Path | None,
+    set_: list[str] | None,
+    cache_dir: Path | None,
+    backend: str | None,
+    checkpoint: Path | None,
+    task: str | None,
+    artifact: Path | None,
+) -> Any:
+    """The generator `seqc decode` runs: an artifact's, or a checkpoint's on a backend."""
+    from seqc.spec.errors import UsageError
+
     if artifact is not None:
         from seqc.run.artifact import check_against, load_artifact
 
@@ -373,22 +484,52 @@ def decode_cmd(
         run_dir = run_dir or Path("runs") / experiment
         model, state = _restore(session, checkpoint or run_dir, _backend(session, backend))
         gen = from_session(session, model, state["params"])
+    return gen
+
+
+def _decode_lines(
+    gen: Any, input_file: Path | None, wav: bool, lines: list[str] | None, target: LineFile | None
+) -> None:
+    """Transcribe the wav, or decode the input lines or an interactive prompt's. Into `target`,
+    or into a stdout that is not a terminal, the bare hypotheses one per line (fairseq and
+    Marian do the same), so `> out.txt` scores and pipes; a terminal gets `source -> hypothesis`."""
+    plain = target is not None or not sys.stdout.isatty()
+
+    def emit(line: str) -> None:
+        if target is not None:
+            target.write(line)
+        else:
+            sys.stdout.write(one_line(line) + "\n")
+            sys.stdout.flush()  # a pipe's reader sees each line as it is decoded
+
     if gen.task == "asr" or wav:
-        out.print(transcribe_file(gen, input_file))
+        transcript = transcribe_file(gen, input_file)
+        if plain:
+            emit(transcript)
+        else:
+            out.print(transcript)
         return
     if lines is not None:
         for line in lines:
-            out.print(sample_text(gen, line))
+            if plain:
+                emit(hypothesis(gen, line))
+            else:  # an empty source stays empty: no held-out sentence stands in for it
+                out.print(sample_text(gen, line) if line.strip() or gen.task == "lm" else "")
         return
     err.print("type a prompt and press enter; an empty line or Ctrl-D ends")
     while True:
         try:
-            line = input("> ")
+            if plain:  # the prompt goes to the terminal, not into the redirected output
+                err.print("> ", end="")
+            line = input() if plain else input("> ")
         except EOFError:
             break
         if not line.strip():
             break
-        out.print(sample_text(gen, line))
+        if plain:
+            emit(hypothesis(gen, line))
+        else:
+            out.print(sample_text(gen, line))
 
 
 def _artifact_task(
@@ -405,7 +546,8 @@ def _artifact_task(
 
 def _input_lines(path: Path) -> list[str]:
     """The lines of a decode input (a file, or `-` for stdin), UTF-8; an undecodable byte is an
-    error at its line."""
+    error at its line. Lines end at a newline (LF or CRLF) only, as `wc -l` and sacreBLEU count
+    them: a form feed or U+2028 inside a line would shift every later hypothesis."""
     try:
         data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as e:
@@ -413,7 +555,7 @@ def _input_lines(path: Path) -> list[str]:
             f"cannot read {path}: {e.strerror}", path=str(path), code="unreadable"
         ) from None
     try:
-        return data.decode("utf-8").splitlines()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise FileError(
@@ -422,6 +564,10 @@ def _input_lines(path: Path) -> list[str]:
             code="not-utf8",
             hint="convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)",
         ) from None
+    lines = text.split("\n")
+    if lines[-1] == "":  # the last line's own newline ends it; it does not start another
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def convert_cmd(
@@ -604,6 +750,7 @@ COMMANDS = {
     "eval": eval_cmd,
     "decode": decode_cmd,
     "convert": convert_cmd,
+    "average": average_cmd,
     "export": export_cmd,
     "place": place_cmd,
     "calibrate": calibrate_cmd,

@@ -131,9 +131,27 @@ def sample_text(g: Generator, prompt: str | None = None) -> str:
     prompt = prompt or g.default_source  # translate a held-out sentence, not an empty one
     if not prompt:
         return ""
-    src = [*tok.encode(prompt), tok.eos_id]
-    translation = g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src))
-    return f"{prompt} -> {translation}"
+    return f"{prompt} -> {_translate(g, prompt)}"
+
+
+def _translate(g: Generator, source: str) -> str:
+    src = [*g.tokenizer.encode(source), g.tokenizer.eos_id]
+    return str(g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src)))
+
+
+def hypothesis(g: Generator, line: str) -> str:
+    """The output for one input line as one line of text and nothing else, for a file that
+    lines up with its input (`seqc decode > out.txt`, scored by sacreBLEU): a translation, empty
+    for an empty source; a language model's prompt completed to the end of its line (its EOS).
+    Unlike `sample_text`, no source is echoed and no held-out sentence stands in for an empty
+    one."""
+    from seqc.run.outputs import one_line
+
+    if g.task == "lm":
+        tok = g.tokenizer
+        start = tok.encode(line)
+        return one_line(tok.decode([*start, *g.decoder.generate(g.strategy, start)]))
+    return one_line(_translate(g, line)) if line.strip() else ""
 
 
 def transcribe_file(gen: Generator, path: Path | None) -> str:

@@ -9,6 +9,13 @@ run.json         experiment, seeds, backend, package versions, command line, sta
 metrics.jsonl    one JSON object per logged step and per evaluation, never a step twice
 events/          TensorBoard event files (tensorboardX)
 checkpoints/     the backend's checkpoints, every `train.checkpoint_every` steps
+averaged/last-N-step-S/  written by `seqc average`: the mean of the N newest checkpoints (the
+                 newest at step S) in the same format, and averaged.json (the steps); outside
+                 checkpoints/, so `--resume` never takes it
+eval/STEP-SPLIT/ written by `seqc eval` for a translation task (`-TASK` added in a multi-task
+                 run): sources.txt, hypotheses.txt (detokenized) and references.txt, line N of
+                 each the split's example N, and scores.json (BLEU, chrF, sacreBLEU signatures,
+                 example count, checkpoint, decode strategy); replaced whole by a later eval
 .lock            held (an OS file lock) by the run that owns the directory
 """
 

@@ -125,7 +125,7 @@ def train(
     # checkpoints aside, which every process writes together).
     with run.lock() if cluster.primary else contextlib.nullcontext():
         run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
-        checkpoints = engine.checkpoints(run.checkpoints)
+        checkpoints = engine.checkpoints(run.checkpoints, int(cfg.get("keep_checkpoints", 3)))
         try:
             loop = _Loop(session, steps, run, model, checkpoints, rate, console, eval_batches)
             loop.agree = engine.any_process if cluster.several else None

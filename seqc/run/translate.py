@@ -8,6 +8,8 @@ the decode buffer's multiple (masked, so padding does not change the result).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from seqc.backends.api import Generator
@@ -24,12 +26,24 @@ def source_ids(tokenizer: Any, text: str, bound: int) -> list[int]:
 
 def corpus_scores(hyps: list[str], refs: list[str]) -> dict[str, float]:
     """Corpus BLEU and chrF of hypotheses against one reference each."""
-    import sacrebleu
+    scores, _ = corpus_scores_signed(hyps, refs)
+    return scores
 
-    return {
-        "bleu": float(sacrebleu.corpus_bleu(hyps, [refs]).score),
-        "chrf": float(sacrebleu.corpus_chrf(hyps, [refs]).score),
+
+def corpus_scores_signed(
+    hyps: list[str], refs: list[str]
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Corpus BLEU and chrF, and each one's sacreBLEU signature (`nrefs:1|case:mixed|eff:no|
+    tok:13a|smooth:exp|version:2.6.0`): the settings a reported figure needs beside it to be
+    compared with another paper's or tool's."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu, chrf = BLEU(), CHRF()
+    scores = {
+        "bleu": float(bleu.corpus_score(hyps, [refs]).score),
+        "chrf": float(chrf.corpus_score(hyps, [refs]).score),
     }
+    return scores, {"bleu": str(bleu.get_signature()), "chrf": str(chrf.get_signature())}
 
 
 def score_translations(
@@ -39,7 +53,10 @@ def score_translations(
     split: str = "dev",
     limit: int = 0,
 ) -> dict[str, Any]:
-    """Decode the first `limit` examples of `split` (all if 0) and score them."""
+    """Decode the first `limit` examples of `split` (all if 0) and score them: `bleu`, `chrf`,
+    `examples` and three `samples` (source, hypothesis, reference); and, to write beside the
+    scores or rescore with other tools, their sacreBLEU `signatures` and every example's
+    `sources`, `hypotheses` and `references`, in split order."""
     examples = pipeline.splits[split].examples
     if limit:
         examples = examples[:limit]
@@ -50,8 +67,46 @@ def score_translations(
         for ex in examples
     ]
     refs = [ex.target or "" for ex in examples]
+    sources = [ex.source or "" for ex in examples]
+    scores, signatures = corpus_scores_signed(hyps, refs)
     return {
-        **corpus_scores(hyps, refs),
+        **scores,
         "examples": len(hyps),
-        "samples": list(zip([e.source for e in examples[:3]], hyps[:3], refs[:3], strict=True)),
+        "samples": list(zip(sources[:3], hyps[:3], refs[:3], strict=True)),
+        "signatures": signatures,
+        "sources": sources,
+        "hypotheses": hyps,
+        "references": refs,
     }
+
+
+TRANSLATION_FILES = ("sources.txt", "hypotheses.txt", "references.txt", "scores.json")
+"""What `write_translations` puts in its folder: the first three line up, line N of each is
+example N of the split."""
+
+
+def write_translations(folder: Path, scored: dict[str, Any], facts: dict[str, Any]) -> None:
+    """`score_translations`' result as files beside the run, replacing any earlier ones as a
+    whole: the sources, detokenized hypotheses and references one per line in split order (to
+    rescore or compare with other tools, `sacrebleu references.txt < hypotheses.txt`), and
+    `scores.json`: BLEU, chrF, their signatures and the example count, with `facts` (the
+    checkpoint, the decode strategy). Raises OSError."""
+    from seqc.run.outputs import write_folder
+
+    record = {
+        **facts,
+        "bleu": scored["bleu"],
+        "chrf": scored["chrf"],
+        "signatures": scored["signatures"],
+        "examples": scored["examples"],
+    }
+    sources, hyps, refs, scores = TRANSLATION_FILES
+    write_folder(
+        folder,
+        {
+            sources: scored["sources"],
+            hyps: scored["hypotheses"],
+            refs: scored["references"],
+            scores: json.dumps(record, indent=2, default=str) + "\n",
+        },
+    )

@@ -130,6 +130,11 @@ class JaxBackend:
             p.is_dir() and p.name.isdigit() for p in directory.iterdir()
         )
 
+    def steps(self, directory: Path) -> list[int]:
+        from seqc.backends.jax.checkpoint import steps
+
+        return steps(directory)
+
     def read_weights(self, directory: Path, step: int | None = None) -> Weights:
         from seqc.backends.jax.checkpoint import read_weights
 

@@ -101,6 +101,16 @@ class Checkpoints:
         self.manager.close()
 
 
+def steps(directory: Path) -> list[int]:
+    """The steps orbax lists here, oldest first: the same list `read_weights` takes a step
+    from (a folder still being written, or set aside, is not one)."""
+    manager = ocp.CheckpointManager(directory, item_handlers=ocp.StandardCheckpointHandler())
+    try:
+        return sorted(manager.all_steps())
+    finally:
+        manager.close()
+
+
 def read_weights(directory: Path, step: int | None = None) -> Weights:
     """The weights of checkpoint `step`, or of the newest readable one (read-only: damaged
     ones are passed over, not moved)."""

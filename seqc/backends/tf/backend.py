@@ -141,6 +141,11 @@ class TfBackend:
             (directory / "checkpoint").is_file() or any(directory.glob("*.index"))
         )
 
+    def steps(self, directory: Path) -> list[int]:
+        from seqc.backends.tf.checkpoint import steps
+
+        return steps(directory)
+
     def read_weights(self, directory: Path, step: int | None = None) -> Weights:
         from seqc.backends.tf.checkpoint import read_weights
 

@@ -133,6 +133,13 @@ block(
         "Number format of activations and matrix products; weights stay float32.",
     ),
     param("checkpoint_every", EVERY, 1000, "Save a checkpoint every this many steps; 0 for none."),
+    param(
+        "keep_checkpoints",
+        COUNT,
+        3,
+        "How many of the newest checkpoints a run keeps (older ones are deleted): as many as "
+        "`seqc average --last N` should average.",
+    ),
     param("eval_every", EVERY, 500, "Evaluate on dev data every this many steps; 0 for never."),
     param(
         "dev_translations",
