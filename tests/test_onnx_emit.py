@@ -23,6 +23,7 @@ from test_tf_parity import EXAMPLES, LAYERS, VOCAB, run_jax
 from seqc.backends.onnx.emit import OnnxExportError, check, to_onnx
 from seqc.backends.onnx.ops import OPS
 from seqc.backends.onnx.runtime import Session, reference_run
+from seqc.compiler import sinusoid
 from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import (
     BINARY,
@@ -210,6 +211,25 @@ def test_symbolic_dims_are_named_dynamic_axes(spec: str) -> None:
     )
     props = {p.key: p.value for p in model.metadata_props}
     assert props["experiment"] == model.graph.name
+
+
+def test_sinusoid_positions_are_computed_to_the_last_position() -> None:
+    """The position signal is a few ops of the positions, not a stored max_length x d table
+    (4096 x 128 floats is 2 MB, more than a small model's weights), and it stays within float32
+    rounding of the training backends' float64 table at every position it covers."""
+    graph = build("SinusoidalPosition", [f32(1, "T", 128)], d=128)
+    model = check(to_onnx(graph, {}))
+    assert not model.graph.initializer
+    assert {"Sin", "Cos"} <= {n.op_type for n in model.graph.node}
+    want = sinusoid.table(next(op.attrs for op in graph.ops if op.kind == "sinusoid"))
+    got = Session(model).run({"x0": np.zeros((1, 4096, 128), np.float32)})[0][0]
+    assert want.shape == got.shape and float(np.max(np.abs(got - want))) <= 3e-7
+
+
+@pytest.mark.parametrize("spec", ["lm/shakespeare.seq", "mt/bible_transformer.seq"])
+def test_example_files_store_only_their_weights(spec: str) -> None:
+    graph, _, model = example(spec)
+    assert {t.name for t in model.graph.initializer} == set(graph.params)
 
 
 # ---------------------------------------------------------------------------- naming

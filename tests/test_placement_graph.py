@@ -66,7 +66,12 @@ def test_persistent_memory_is_params_grads_and_slots(lm, slots):
         for o in graph.ops
         if o.kind == "constant"
     )
-    assert sum(n.persistent for n in p.nodes) == 4 * params * (2 + slots) + constants
+    # the position table the training backends gather a sinusoid's rows from
+    tables = sum(
+        4 * o.attrs["max_length"] * o.attrs["d"] for o in graph.ops if o.kind == "sinusoid"
+    )
+    assert tables == 4 * 4096 * 128
+    assert sum(n.persistent for n in p.nodes) == 4 * params * (2 + slots) + constants + tables
 
 
 def test_fusion_maps_every_op_once(lm):

@@ -364,6 +364,14 @@ class GraphBuilder:
         n = self.type(like).shape[axis]
         return self._add("iota", (like,), {"axis": axis}, TensorType("int32", (n,)))
 
+    def sinusoid(self, positions: int, d: int, timescales: tuple[float, float], length: int) -> int:
+        """float32[n, d]: the sine/cosine signal of int32[n] positions below `length`, with
+        timescales geometric in [min, max] (`seqc.compiler.sinusoid`)."""
+        (n,) = self.type(positions).shape
+        lo, hi = timescales
+        attrs = {"d": d, "min_timescale": lo, "max_timescale": hi, "max_length": length}
+        return self._add("sinusoid", (positions,), attrs, TensorType("float32", (n, d)))
+
     def causal_mask(self, like: int, axis: int) -> int:
         """bool[T, T]: position i may attend to j <= i."""
         n = self.type(like).shape[axis]
@@ -621,6 +629,7 @@ PRIMITIVES = (
         "argmax",
         "iota",
         "causal_mask",
+        "sinusoid",
         "dropout",
         "scan",
     }

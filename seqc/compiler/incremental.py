@@ -314,7 +314,7 @@ class _Rewriter:
             return self._scan(op)
         if k == "einsum":
             return self._einsum(op)
-        if k in ("matmul", "batched_matmul") or k in POINTWISE:
+        if k in ("matmul", "batched_matmul", "sinusoid") or k in POINTWISE:
             return self._same(op)
         if k in ("softmax", "log_softmax", "layer_norm"):
             return self._along(op, op.attrs.get("axis", -1))

@@ -30,7 +30,6 @@ when complete, with a `manifest.json` (see `seqc.run.artifact`).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import shutil
@@ -52,7 +51,7 @@ from seqc.compiler.lower.sampled import variant
 from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
 from seqc.resolve.values import CallValue
-from seqc.run.artifact import model_bytes, write_manifest
+from seqc.run.artifact import model_bytes, sha256_of, write_manifest
 from seqc.run.decode import decoder_for
 from seqc.run.evaluate import summarize
 from seqc.run.rundir import copy_spec_tree
@@ -624,20 +623,18 @@ def _scoring_entry(ctx: Context) -> dict[str, Any]:
 
 
 def _props(folder: Path, manifest: dict[str, Any]) -> dict[str, str]:
-    """The manifest, the frozen spec (by relative path) and the tokenizer files, as text, for
-    formats that carry metadata in the model file itself."""
+    """The manifest and the frozen spec (by relative path), as text, and the sha256 of the
+    tokenizer folder beside the model (the manifest's `files` entry for it), for formats that
+    carry metadata in the model file itself: a file that travels alone says what it is and
+    which tokenizer it needs. Not the tokenizer's bytes: a SentencePiece model (300 KB, more
+    as text) would outweigh a small int8 model's weights, in every file of the artifact."""
     spec = {
         p.relative_to(folder / "spec").as_posix(): p.read_text()
         for p in sorted((folder / "spec").rglob("*"))
         if p.is_file()
     }
-    tokenizer = {
-        p.relative_to(folder / "tokenizer").as_posix(): base64.b64encode(p.read_bytes()).decode()
-        for p in sorted((folder / "tokenizer").rglob("*"))
-        if p.is_file()
-    }
     return {
         "seqc.manifest": json.dumps(manifest, sort_keys=True, default=str),
         "seqc.spec": json.dumps(spec, sort_keys=True),
-        "seqc.tokenizer": json.dumps(tokenizer, sort_keys=True),
+        "seqc.tokenizer_sha256": sha256_of(folder / "tokenizer"),
     }

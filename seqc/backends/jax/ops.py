@@ -21,6 +21,7 @@ import optax
 from seqc.backends import interpret
 from seqc.backends.jax.lazy_rows import LazyTable
 from seqc.backends.primitives import registrar
+from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
@@ -188,6 +189,13 @@ def _gather(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     if isinstance(table, LazyTable):  # a row-sparse table under adam(lazy_rows = true)
         return table.gather(ids, attrs.get("axis", 0)).astype(ctx.compute_dtype)
     return jnp.take(table, ids, axis=attrs.get("axis", 0)).astype(ctx.compute_dtype)
+
+
+@op("sinusoid")
+def _sinusoid(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """Rows of the float64-computed table, in the compute dtype (`seqc.compiler.sinusoid`)."""
+    table = jnp.asarray(sinusoid.table(attrs), ctx.compute_dtype)
+    return jnp.take(table, xs[0], axis=0)
 
 
 @op("reshape")

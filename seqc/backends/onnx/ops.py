@@ -22,6 +22,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from seqc.backends.primitives import registrar
+from seqc.compiler import sinusoid
 from seqc.compiler.graph import Op, Shape, TensorType
 
 DTYPES = {
@@ -88,10 +89,10 @@ class Ctx:
         return outs[0] if n_out == 1 else outs
 
     def const(self, value: Any, dtype: str | None = None) -> str:
-        """A Constant node; a large one (a position table) becomes an initializer of the
-        outermost graph instead, named `const/<layer>#v<id>` and shared by every op with the
-        same content: encoder and decoder then hold one sinusoid table, not two, and tools
-        that look for weights among initializers (quantizers) can tell it from a layer's."""
+        """A Constant node; a large one (over `LARGE_CONSTANT` bytes) becomes an initializer of
+        the outermost graph instead, named `const/<layer>#v<id>` and shared by every op with the
+        same content (a scan body reads it from the outer scope), and tools that look for
+        weights among initializers (quantizers) can tell it from a layer's."""
         array = np.asarray(value, NUMPY[dtype]) if dtype else np.asarray(value)
         seqc_dtype = {v: k for k, v in NUMPY.items()}.get(array.dtype.type, "float32")
         if array.nbytes <= LARGE_CONSTANT:
@@ -360,6 +361,27 @@ def _gather(xs: list, attrs: dict, ctx: Ctx) -> str:
     if ctx.in_types[0].dtype != "float32":
         y = ctx.node("Cast", [y], to=DTYPES["float32"])
     return y
+
+
+@op("sinusoid")
+def _sinusoid(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """Computed from the positions, not gathered from a stored max_length x d table (which
+    outweighs a small model's weights): sin and cos of t * f as A + B, A = t * hi exact in
+    float32, so the signal is within about 1e-7 of the training backends' float64 table
+    (`seqc.compiler.sinusoid.split_frequencies`)."""
+    hi, lo = sinusoid.split_frequencies(attrs)
+    t = ctx.node("Unsqueeze", [ctx.cast(xs[0], "float32"), ctx.const(np.array([1], np.int64))])
+    a = ctx.node("Mul", [t, ctx.const(hi[None, :])])  # [n, d/2]
+    b = ctx.node("Mul", [t, ctx.const(lo[None, :])])
+    sin_a, cos_a = ctx.node("Sin", [a]), ctx.node("Cos", [a])
+    sin_b, cos_b = ctx.node("Sin", [b]), ctx.node("Cos", [b])
+
+    def product(x: str, y: str) -> str:
+        return ctx.node("Mul", [x, y])
+
+    sin = ctx.node("Add", [product(sin_a, cos_b), product(cos_a, sin_b)])
+    cos = ctx.node("Sub", [product(cos_a, cos_b), product(sin_a, sin_b)])
+    return ctx.node("Concat", [sin, cos], axis=1)
 
 
 @op("reshape")

@@ -13,12 +13,15 @@ What is quantized: the weights of MatMul (projections, feed-forward, output logi
 (embedding tables) and Conv. What is not: LayerNormalization, Softmax, the attention einsums
 (activation by activation, where int8 costs accuracy for little speed), and the fixed constant
 tables the emitter names `const/...` that ops compute with. A constant table that is only
-gathered from (the sinusoid positions, max_length x d: larger than a small model's weights) is
-stored int8 like an embedding; its values lie in [-1, 1], so int8 steps are under 0.008.
+gathered from is stored int8 like an embedding (the sinusoid positions are no such table: the
+emitter computes them from the positions).
 
 Before quantizing, a weight reached through a Transpose (a softmax tied to the embedding table,
 a conv kernel in seqc's layout) is folded into an initializer of its own, so the quantizer sees
-it as a weight; a tied table is then stored twice in int8, half the size of one float copy.
+it as a weight. A tied table's lookup then reads that transposed copy too, so the file holds
+the table once in int8, a quarter of its float size rather than half (`seqc.backends.onnx.tied`:
+dynamic, one per-tensor uint8 table; static, the logits' per-column int8 scales, the lookup
+dequantizing only the columns it gathers).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from onnx import numpy_helper
 from onnxruntime import quantization as q
 
 from seqc.backends.onnx.runtime import conform
+from seqc.backends.onnx.tied import gather_columns, gather_rows
 
 WEIGHT_OPS = ("MatMul", "Gather", "Conv")
 """Op types whose initializer inputs are quantized; everything else stays float."""
@@ -55,7 +59,7 @@ def quantize_dynamic(
     """
     dst = Path(dst_path)
     with tempfile.TemporaryDirectory() as tmp:
-        model, excluded = _prepare(Path(src_path), Path(tmp))
+        model, excluded, _ = _prepare(Path(src_path), Path(tmp))
         q.quantize_dynamic(
             model,
             dst,
@@ -97,7 +101,7 @@ def quantize_static(
         raise ValueError("quantize_static needs at least one calibration feed")
     dst = Path(dst_path)
     with tempfile.TemporaryDirectory() as tmp:
-        model, excluded = _prepare(Path(src_path), Path(tmp))
+        model, excluded, tied = _prepare(Path(src_path), Path(tmp), static=True)
         reader = _Feeds(itertools.chain([first], feeds), onnx.load(model))
         q.quantize_static(
             model,
@@ -111,6 +115,10 @@ def quantize_static(
             nodes_to_exclude=excluded,
             calibrate_method=methods[method],
         )
+    if tied:
+        quantized = onnx.load(dst)
+        gather_rows(quantized, tied)
+        onnx.save(quantized, dst)
     return dst
 
 
@@ -131,26 +139,30 @@ class _Feeds(q.CalibrationDataReader):
         return conform(feed, self._declared)
 
 
-def _prepare(src: Path, tmp: Path) -> tuple[Path, list[str]]:
-    """The model with weight transposes folded, saved under `tmp`, and the nodes to keep
-    float (those computing with a `const/` table; a table only gathered from, such as the
-    sinusoid positions, is stored int8: at a spec's max_length it can outweigh the weights)."""
+def _prepare(src: Path, tmp: Path, static: bool = False) -> tuple[Path, list[str], list[str]]:
+    """The model with weight transposes folded and tied tables gathered from their folded copy
+    (`seqc.backends.onnx.tied`), saved under `tmp`; the nodes to keep float (those computing
+    with a `const/` table, and under `static` the tied gathers, which `gather_rows` then points
+    at the int8 table); and the tied gathers."""
     model = onnx.load(src)
     _fold_weight_transposes(model.graph)
+    tied = gather_columns(model)
+    _drop_unused_initializers(model.graph)
     excluded = [
         n.name
         for n in model.graph.node
         if n.op_type != "Gather" and any(i.startswith("const/") for i in n.input)
     ]
+    if static:
+        excluded += tied
     out = tmp / "prepared.onnx"
     onnx.save(model, out)
-    return out, excluded
+    return out, excluded, tied
 
 
 def _fold_weight_transposes(graph: onnx.GraphProto) -> None:
-    """Replace each Transpose of an initializer by a transposed initializer (`<name>.T`), and
-    drop initializers nothing reads any more. Only the main graph: the emitter puts no
-    Transpose of a weight inside a scan body."""
+    """Replace each Transpose of an initializer by a transposed initializer (`<name>.T`). Only
+    the main graph: the emitter puts no Transpose of a weight inside a scan body."""
     inits = {t.name: t for t in graph.initializer}
     folded: dict[str, str] = {}
     keep = []
@@ -170,9 +182,12 @@ def _fold_weight_transposes(graph: onnx.GraphProto) -> None:
         return
     del graph.node[:]
     graph.node.extend(keep)
-    used = _rename_inputs(graph, folded)
-    unused = [t for t in graph.initializer if t.name not in used]
-    for t in unused:
+    _rename_inputs(graph, folded)
+
+
+def _drop_unused_initializers(graph: onnx.GraphProto) -> None:
+    used = _rename_inputs(graph, {})
+    for t in [t for t in graph.initializer if t.name not in used]:
         graph.initializer.remove(t)
 
 

@@ -21,6 +21,7 @@ from seqc.backends import interpret
 from seqc.backends.primitives import registrar
 from seqc.backends.tf.lazy_rows import LazyTable
 from seqc.backends.tf.scopes import layer_scope
+from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
 
 DTYPES = {
@@ -229,6 +230,12 @@ def _gather(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     if isinstance(table, LazyTable):  # a row-sparse table under adam(lazy_rows = true)
         return tf.cast(table.gather(ids, attrs.get("axis", 0)), ctx.compute_dtype)
     return tf.cast(tf.gather(table, ids, axis=attrs.get("axis", 0)), ctx.compute_dtype)
+
+
+@op("sinusoid")
+def _sinusoid(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """Rows of the float64-computed table, in the compute dtype (`seqc.compiler.sinusoid`)."""
+    return tf.gather(tf.constant(sinusoid.table(attrs), ctx.compute_dtype), xs[0])
 
 
 @op("reshape")

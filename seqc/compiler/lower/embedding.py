@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from seqc.compiler.graph import GraphBuilder, Init
 from seqc.compiler.lower.call import LayerCall, lowering
 from seqc.spec.errors import CheckError
@@ -44,9 +42,9 @@ def _check_width(b: GraphBuilder, c: LayerCall, x: int, d: int) -> None:
 def _sinusoidal(b: GraphBuilder, c: LayerCall) -> int:
     """x + [sin(t / ts_i), cos(t / ts_i)] with timescales geometric in [min, max] (Vaswani).
 
-    The signal is a table of `max_length` rows computed here in float64 and gathered by
-    position. Computing it in the graph would compute it in the compute dtype: in bfloat16,
-    positions above 256 round to even numbers and the angles lose all precision.
+    A `sinusoid` op of the positions, not sin and cos ops: each backend computes the signal as
+    it needs (a float64 table in training, whatever the compute dtype; a few float32 ops in a
+    deployed file), see `seqc.compiler.sinusoid`. No weights, so no checkpoint holds it.
     """
     c.allow_kwargs()
     x = c.one_input()
@@ -63,12 +61,8 @@ def _sinusoidal(b: GraphBuilder, c: LayerCall) -> int:
             code="shape-mismatch",
             hint="raise `max_length`",
         )
-    lo, hi = c.args["min_timescale"], c.args["max_timescale"]
-    log_step = math.log(hi / lo) / max(half - 1, 1)
-    inv = (1.0 / lo) * np.exp(-log_step * np.arange(half, dtype=np.float64))
-    angles = np.arange(max_length, dtype=np.float64)[:, None] * inv[None, :]
-    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
-    signal = b.gather(b.constant(table), b.positions(x, axis=1))  # [T, d]
+    timescales = (float(c.args["min_timescale"]), float(c.args["max_timescale"]))
+    signal = b.sinusoid(b.positions(x, axis=1), d, timescales, max_length)  # [T, d]
     return b.binary("add", x, signal)
 
 

@@ -242,6 +242,8 @@ def problem_from_graph(
         v = op.id
         if op.kind == "constant":
             persistent[host[v]] += act[v]
+        elif op.kind == "sinusoid":  # the table a training backend gathers its rows from
+            persistent[v] += int(op.attrs["max_length"]) * int(op.attrs["d"]) * 4
         if not is_unit[v] or op.kind in LEAVES:
             continue
         f = op_flops(op, graph, dims_of[v])
