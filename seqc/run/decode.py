@@ -67,8 +67,11 @@ def beam_step(
     `finished` (in place) until `width` open ones are collected. Shared by every decoder that
     runs beam search on the host, so they all keep the same hypotheses."""
     candidates: list[tuple[float, int, int]] = []
+    k = min(width + 1, logp.shape[-1])
     for i, h in enumerate(current):
-        top = np.argsort(-logp[i])[: width + 1]
+        # the k best in order: a partition, then a sort of those k (not of the vocabulary)
+        part = np.argpartition(-logp[i], k - 1)[:k]
+        top = part[np.argsort(-logp[i][part], kind="stable")]
         candidates += [(h.logprob + float(logp[i, t]), i, int(t)) for t in top]
     candidates.sort(key=lambda c: -c[0])
     beams, parents, tokens = [], [], []
