@@ -83,3 +83,18 @@ def test_a_run_that_stops_improving_stops_early(tmp_path: Path) -> None:
     logged = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
     assert {"step": 15, "split": "train", "early_stop": True} in logged
     assert any(p.name.endswith("15") for p in (tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_a_resumed_run_counts_its_minutes_on(tmp_path: Path) -> None:
+    """The dev curve's minutes go on from the first part of a run after --resume."""
+    block = "train { optimizer = adam(lr = 3e-3); steps = 10; log_every = 5; eval_every = 5 }"
+    spec = _spec(tmp_path, block)
+    train(open_session(spec, "rev", cache_dir=tmp_path / "cache"), tmp_path / "run", progress=False)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    lines = [json.loads(x) for x in metrics.open()]
+    first = max(r["minutes"] for r in lines if r["split"] == "dev")
+    more = open_session(spec, "rev", ["train.steps=20"], cache_dir=tmp_path / "cache")
+    train(more, tmp_path / "run", progress=False, resume=True)
+    dev = [json.loads(x) for x in metrics.open() if '"dev"' in x]
+    assert [r["step"] for r in dev] == [5, 10, 15, 20]
+    assert dev[2]["minutes"] >= first > 0

@@ -172,22 +172,6 @@ def test_eval_scores_the_whole_test_split_and_writes_its_translations(
     assert not [p for p in (run_dir / "eval").iterdir() if p.name.startswith(".")]
 
 
-def test_an_artifact_decodes_to_the_same_lines(run, tmp_path) -> None:
-    base, _, splits = run
-    path = _sources(tmp_path, [s for s, _ in splits["test"][:4]])
-    export = ["export", *base, "--format", "onnx", "--bleu", "2", "--batches", "1"]
-    result = runner.invoke(app, [*export, "--out", str(tmp_path / "export")])
-    assert result.exit_code == 0, result.output
-    want = runner.invoke(app, ["decode", *base, "--input", str(path)]).stdout
-    target = tmp_path / "hyps.txt"
-    artifact = ["decode", "--artifact", str(tmp_path / "export" / "onnx-none")]
-    result = runner.invoke(app, [*artifact, "--input", str(path), "--output", str(target)])
-    assert result.exit_code == 0, result.output
-    assert target.read_text() == want and len(want.splitlines()) == 4
-    result = runner.invoke(app, [*artifact, "--input", str(path)])
-    assert result.stdout == want
-
-
 def test_an_unwritable_output_fails_before_decoding(run, tmp_path) -> None:
     base, _, splits = run
     path = _sources(tmp_path, [splits["test"][0][0]])

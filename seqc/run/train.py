@@ -15,6 +15,7 @@ ends the run at once, before a checkpoint could save the broken weights.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import signal
 import time
@@ -214,6 +215,7 @@ class _Loop:
             self.console.print(f"warning: {why}; it was set aside", soft_wrap=True)
         start = int(np.asarray(state["step"]))
         run.resumed(session.program, session.resolved, start)
+        self.started -= 60.0 * _minutes_before(run.metrics_path, start)
         self.console.print(f"resumed from step {start} of {run.checkpoints}")
         return state, start
 
@@ -412,6 +414,23 @@ class _Loop:
             self.run.log({"step": step, "split": "dev", **tag, **dev, "minutes": minutes})
             out[task] = dev
         return out
+
+
+def _minutes_before(metrics: Path, step: int) -> float:
+    """The training minutes the run had logged by `step` (its last dev record up to there), so
+    that a resumed run's dev curve goes on from where it stopped rather than from zero; the
+    minutes between that record and the checkpoint are not counted."""
+    minutes = 0.0
+    if not metrics.exists():
+        return minutes
+    for line in metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("split") == "dev" and int(record.get("step", 0)) <= step:
+            minutes = max(minutes, float(record.get("minutes", 0.0)))
+    return minutes
 
 
 def _shown(dev: dict[str, Any]) -> str:
