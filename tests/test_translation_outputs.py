@@ -222,3 +222,15 @@ def test_line_files_and_folders_are_written_whole(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a.txt"]
     assert (tmp_path / "d" / "a.txt").read_text() == "3\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d", "x.txt"]
+
+
+def test_an_averaged_checkpoint_is_evaluated_under_its_own_name(tmp_path: Path) -> None:
+    """`seqc average` names its newest step, as the run's checkpoint of that step is named:
+    their evaluations go to folders of their own."""
+    from seqc.run.commands import _checkpoint_tag
+
+    run = tmp_path / "run"
+    assert _checkpoint_tag(run, run / "checkpoints", 30) == "30"
+    assert _checkpoint_tag(run, run / "checkpoints" / "30", 30) == "30"
+    assert _checkpoint_tag(run, run / "averaged" / "last-3-step-30", 30) == "last-3-step-30"
+    assert _checkpoint_tag(run, tmp_path / "elsewhere", 30) == "elsewhere-30"

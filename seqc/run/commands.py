@@ -355,7 +355,7 @@ def _write_eval(
     from seqc.run.lock import unwritable
     from seqc.run.translate import write_translations
 
-    name = f"{weights.step}-{split}"
+    name = f"{_checkpoint_tag(run_dir, Path(weights.path), weights.step)}-{split}"
     if len(session.resolved.tasks) > 1:
         name += f"-{session.task}"
     folder = run_dir / "eval" / name
@@ -371,6 +371,17 @@ def _write_eval(
     except OSError as e:
         raise unwritable(run_dir, e) from None
     return folder
+
+
+def _checkpoint_tag(run_dir: Path, source: Path, step: int) -> str:
+    """What names an evaluated checkpoint in RUN/eval: its step for the run's own checkpoints,
+    else its folder and step (`last-3-step-1750` of `seqc average`, which shares its newest
+    step with a checkpoint of the run and must not replace that one's evaluation)."""
+    own = (run_dir / "checkpoints").resolve()
+    where = source.resolve()
+    if where == own or own in where.parents:
+        return str(step)
+    return where.name if where.name.endswith(f"-{step}") else f"{where.name}-{step}"
 
 
 def decode_cmd(
