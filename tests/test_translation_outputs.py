@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
+from test_translate import SPEC as TRANSLATE_SPEC
 from typer.testing import CliRunner
 
 from seqc.cli import app
@@ -25,38 +26,14 @@ from seqc.spec.errors import FileError
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
 
-SPEC = """seqc 1
-import "{common}"
-input pairs {{
-  train = tsv("train.tsv")
-  dev = tsv("dev.tsv")
-  test = tsv("test.tsv")
-  tokenizer = words(vocab_size = 100)
-  buckets = {{16: 16}}
-}}
-model Seq2Seq(vocab: int, d: int = 32, heads: int = 2) {{
-  embed = Embedding(vocab, d)
-  pos = SinusoidalPosition(d)
-  encoder = EncoderBlock(d, heads, dropout = 0.0)
-  decoder = DecoderBlock(d, heads, dropout = 0.0)
-  norm = LayerNorm(d)
-  out = Softmax(vocab, d, tie = embed)
-  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) -> float32[B, T, vocab] {{
-    memory = encoder(pos(embed(src)), mask = src_mask)
-    return out(norm(decoder(pos(embed(tgt)), memory, memory_mask = src_mask)))
-  }}
-}}
-task reverse {{
-  input = pairs
-  model = Seq2Seq(vocab = input.vocab_size)
-  metrics = [perplexity, bleu, chrf]
-  decode = greedy(max_length = 8)
-}}
-experiment rev {{
-  tasks = [reverse]
-  train {{ optimizer = adam(lr = 3e-3); steps = 30; log_every = 10; eval_every = 0 }}
-}}
-"""
+# test_translate's reversal task, with a test split, greedy decoding and 30 steps
+SPEC = (
+    TRANSLATE_SPEC.replace(
+        '  dev = tsv("dev.tsv")\n', '  dev = tsv("dev.tsv")\n  test = tsv("test.tsv")\n'
+    )
+    .replace("decode = beam(width = 2, max_length = 8)", "decode = greedy(max_length = 8)")
+    .replace("steps = 60;", "steps = 30;")
+)
 
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
 TEST_SIZE = 12

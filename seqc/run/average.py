@@ -36,6 +36,7 @@ from seqc.backends import registry
 from seqc.backends.api import Backend, Weights
 from seqc.backends.weights import checkpoint_dir, write_weights
 from seqc.run.console import out
+from seqc.run.rundir import no_run
 from seqc.spec.errors import FileError, UsageError
 
 FOLDER = "averaged"
@@ -101,12 +102,7 @@ def average(run: Path, last: int, target: Path | None = None) -> Averaged:
 def _checkpoints(run: Path) -> Path:
     """The checkpoints folder of a run directory (or the folder given)."""
     if not run.exists():
-        raise FileError(
-            f"no run directory or checkpoint at {run}",
-            path=str(run),
-            code="no-checkpoint",
-            hint=f"train first: seqc train SPEC -e EXP --run-dir {run}",
-        )
+        raise no_run(run)
     return checkpoint_dir(run)
 
 

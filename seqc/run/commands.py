@@ -100,14 +100,10 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
     """The weights at `source` (a run directory or checkpoints of either backend), checked
     against the session's model."""
     from seqc.backends.weights import match_params, read_weights
+    from seqc.run.rundir import no_run
 
     if not source.exists():
-        raise FileError(
-            f"no run directory or checkpoint at {source}",
-            path=str(source),
-            code="no-checkpoint",
-            hint=f"train first: seqc train SPEC -e EXP --run-dir {source}",
-        )
+        raise no_run(source)
     weights = read_weights(source)
     for why in weights.skipped:
         err.print(f"warning: {why}; using step {weights.step}", soft_wrap=True)

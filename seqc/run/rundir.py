@@ -54,6 +54,16 @@ PACKAGES = (
 )
 
 
+def no_run(path: Path) -> FileError:
+    """The error for a run directory or checkpoint that is not where a command was told."""
+    return FileError(
+        f"no run directory or checkpoint at {path}",
+        path=str(path),
+        code="no-checkpoint",
+        hint=f"train first: seqc train SPEC -e EXP --run-dir {path}",
+    )
+
+
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for name in PACKAGES:
