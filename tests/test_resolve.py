@@ -157,6 +157,7 @@ def test_registry_spans_imports() -> None:
     assert set(program.experiments) == {
         "mt.bible.lstm",
         "mt.bible.transformer",
+        "mt.bible.transformer.base",
         "mt.bible.transformer.cpu",
         "mt.bible.transformer.smoke",
     }
