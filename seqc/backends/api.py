@@ -196,7 +196,14 @@ class CheckpointStore(Protocol):
 
 
 class StepFunctions(Protocol):
-    """An encoder and a decoder step with explicit caches: numpy in, numpy out."""
+    """An encoder and a decoder step with explicit caches: numpy in, numpy out.
+
+    A runtime with arrays of its own (JAX) may return the caches as those, kept where it
+    computes, and take them back as they are; it then also has `hold(arrays)` (the encoder's
+    outputs moved there once, rather than at every step) and `reorder(caches, parents, axes)`
+    (the caches' rows in the order `parents` along each cache's batch axis, done there too).
+    Why: at beam 4 and 16 sources a step reads and writes tens of megabytes of caches, and
+    copying them to the host and back cost more than the step's arithmetic."""
 
     def encode(self, feeds: Arrays) -> dict[str, np.ndarray]: ...
 
@@ -280,7 +287,10 @@ class Backend(Protocol):
         """The graph's outputs, compiled once per graph and input shapes (inference mode)."""
         ...
 
-    def step_functions(self, program: StepProgram, params: Arrays) -> StepFunctions: ...
+    def step_functions(self, program: StepProgram, params: Arrays) -> StepFunctions:
+        """The program's encoder and step over `params`. Given the same program object again
+        (new weights at each evaluation of a run), a backend may reuse what it compiled."""
+        ...
 
 
 @dataclass

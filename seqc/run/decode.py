@@ -220,6 +220,12 @@ def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Gene
     )
 
 
+_PROGRAMS: dict[int, tuple[Any, Any, Any]] = {}
+"""A task graph's step program and signature (by the graph's id, with the graph, so the id
+stays its): the same program object at every evaluation of a run lets the backend keep what it
+compiled for it (`Backend.step_functions`)."""
+
+
 def step_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator | None:
     """A `StepDecoder` over the model's backend's step functions, or None for a model whose
     graph has no step form (a CTC model, a layer that needs the whole decoded sequence), or
@@ -243,10 +249,14 @@ def step_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Gen
         return None
     if any(a.dtype == object for a in arrays.values()):
         return None
-    try:
-        program = incremental(task.graph, stepping_inputs(task.graph))
-    except SeqcError:
-        return None
-    sig = StepSignature.of(program, task.fields)
+    known = _PROGRAMS.get(id(task.graph))
+    if known is None or known[0] is not task.graph:
+        try:
+            program = incremental(task.graph, stepping_inputs(task.graph))
+        except SeqcError:
+            return None
+        known = (task.graph, program, StepSignature.of(program, task.fields))
+        _PROGRAMS[id(task.graph)] = known
+    _, program, sig = known
     fns = registry.backend(model.backend).step_functions(program, arrays)
     return StepDecoder(fns, sig, bos, eos, pad)

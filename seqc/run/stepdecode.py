@@ -114,11 +114,18 @@ class StepDecoder:
             ids = np.asarray([src], np.int32)
             arrays = {"src": ids, "src_mask": ids != self.pad}
         feeds = {name: arrays[field] for name, field in self.sig.encoder_inputs.items()}
-        memory = self.fns.encode(feeds)
-        return {
+        return self.repeated(self.fns.encode(feeds), rows)
+
+    def repeated(self, memory: dict[str, np.ndarray], rows: int) -> dict[str, Any]:
+        """The encoder's outputs with each source's row repeated `rows` times along its batch
+        axis (source i's rows are i*rows .. i*rows + rows - 1), held by the runtime when it
+        keeps arrays of its own (`StepFunctions`): the step reads them at every position."""
+        out = {
             name: np.repeat(v, rows, axis=self.sig.batch_axis(self.sig.encoder_outputs[name]))
             for name, v in memory.items()
         }
+        hold = getattr(self.fns, "hold", None)
+        return hold(out) if hold is not None else out
 
     def _step(
         self, tokens: np.ndarray, pos: int, memory: dict, caches: dict
@@ -139,6 +146,12 @@ class StepDecoder:
         return logp, caches
 
     def _reorder(self, caches: dict, parents: np.ndarray) -> dict[str, np.ndarray]:
+        reorder = getattr(self.fns, "reorder", None)
+        if reorder is not None:
+            axes = {
+                name: self.sig.batch_axis(shape) for name, (shape, _) in self.sig.caches.items()
+            }
+            return reorder(caches, parents, axes)
         return {
             name: np.take(v, parents, axis=self.sig.batch_axis(self.sig.caches[name][0]))
             for name, v in caches.items()
@@ -175,6 +188,15 @@ class StepDecoder:
             if i + 1 < max_len:
                 logp, caches = self._step(np.asarray([tok]), len(start) + i, memory, caches)
         return out
+
+    def generate_many(
+        self, strategy: CallValue, sources: list[list[int]], batch: int = 0
+    ) -> list[list[int]]:
+        """Each source's tokens, as `generate` gives them, several sources a step
+        (`seqc.run.stepbatch`); `batch` 0 takes its default, 1 decodes one at a time."""
+        from seqc.run.stepbatch import DEFAULT_BATCH, decode_all
+
+        return decode_all(self, strategy, sources, batch or DEFAULT_BATCH)
 
     def _beam(
         self, strategy: CallValue, prompt: list[int], src: Source | None, max_len: int

@@ -62,10 +62,10 @@ def score_translations(
         examples = examples[:limit]
     src_tok, tgt_tok = pipeline.tokenizer, pipeline.target_tokenizer
     bound = max(b.bound for b in pipeline.buckets)
-    hyps = [
-        tgt_tok.decode(decoder.generate(strategy, [], source_ids(src_tok, ex.source, bound)))
-        for ex in examples
-    ]
+    ids = [source_ids(src_tok, ex.source, bound) for ex in examples]
+    many = getattr(decoder, "generate_many", None)
+    tokens = many(strategy, ids) if many else [decoder.generate(strategy, [], src) for src in ids]
+    hyps = [tgt_tok.decode(t) for t in tokens]
     refs = [ex.target or "" for ex in examples]
     sources = [ex.source or "" for ex in examples]
     scores, signatures = corpus_scores_signed(hyps, refs)

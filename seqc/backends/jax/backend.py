@@ -39,6 +39,7 @@ class JaxBackend:
 
     def __init__(self) -> None:
         self._compiled: dict[int, tuple[Graph, Any]] = {}
+        self._steps: dict[int, Any] = {}
 
     def model(
         self,
@@ -163,7 +164,14 @@ class JaxBackend:
     ) -> StepFunctions:
         from seqc.backends.jax.step import JaxStepFunctions
 
-        return JaxStepFunctions(program, dict(params))
+        # the same program again (each evaluation during training decodes with new weights):
+        # its jitted functions again, so they compile once per shape for the whole run
+        known = self._steps.get(id(program))
+        if known is not None and known.program is program:
+            return known.with_params(dict(params))
+        fns = JaxStepFunctions(program, dict(params))
+        self._steps[id(program)] = fns
+        return fns
 
 
 BACKEND = JaxBackend()
