@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,29 @@ def test_eval_scores_the_whole_test_split_and_writes_its_translations(
     assert not [p for p in (run_dir / "eval").iterdir() if p.name.startswith(".")]
 
 
+def test_decoding_a_file_in_batches_gives_each_line_its_own_translation(
+    run, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`seqc decode --input` translates its lines several at a time (`hypotheses`): chunked
+    differently, or one line at a time (`hypothesis`), the lines are the same."""
+    from seqc.run import generators
+
+    base, _, splits = run
+    path = _sources(tmp_path, [*(s for s, _ in splits["test"][:9]), ""])
+    batched = runner.invoke(app, ["decode", *base, "--input", str(path)])
+    assert batched.exit_code == 0, batched.output
+    monkeypatch.setattr(generators, "STREAM_CHUNK", 3)
+    chunked = runner.invoke(app, ["decode", *base, "--input", str(path)])
+    assert chunked.stdout == batched.stdout
+
+    def one_at_a_time(gen: object, lines: list[str]) -> Iterator[str]:
+        return (generators.hypothesis(gen, line) for line in lines)
+
+    monkeypatch.setattr(commands, "hypotheses", one_at_a_time)
+    alone = runner.invoke(app, ["decode", *base, "--input", str(path)])
+    assert alone.stdout == batched.stdout and batched.stdout.endswith("\n\n")
+
+
 def test_an_unwritable_output_fails_before_decoding(run, tmp_path) -> None:
     base, _, splits = run
     path = _sources(tmp_path, [splits["test"][0][0]])
@@ -172,13 +196,14 @@ def test_an_interrupted_decode_leaves_the_earlier_file(
     target.write_text("earlier\n")
     calls = []
 
-    def stop_at_the_second(gen: object, line: str) -> str:
-        calls.append(line)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return "half"
+    def stop_at_the_second(gen: object, lines: list[str]) -> Iterator[str]:
+        for line in lines:
+            calls.append(line)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            yield "half"
 
-    monkeypatch.setattr(commands, "hypothesis", stop_at_the_second)
+    monkeypatch.setattr(commands, "hypotheses", stop_at_the_second)
     result = runner.invoke(app, ["decode", *base, "--input", str(path), "--output", str(target)])
     assert result.exit_code == 130 and len(calls) == 2  # 128 + SIGINT, as a shell reports
     assert target.read_text() == "earlier\n"

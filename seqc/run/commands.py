@@ -17,6 +17,7 @@ from seqc.run.console import err, out
 from seqc.run.generators import (
     from_artifact,
     from_session,
+    hypotheses,
     hypothesis,
     sample_text,
     transcribe_file,
@@ -516,12 +517,13 @@ def _decode_lines(
         else:
             out.print(transcript)
         return
-    if lines is not None:
+    if lines is not None and plain:
+        for text in hypotheses(gen, lines):
+            emit(text)
+        return
+    if lines is not None:  # an empty source stays empty: no held-out sentence stands in for it
         for line in lines:
-            if plain:
-                emit(hypothesis(gen, line))
-            else:  # an empty source stays empty: no held-out sentence stands in for it
-                out.print(sample_text(gen, line) if line.strip() or gen.task == "lm" else "")
+            out.print(sample_text(gen, line) if line.strip() or gen.task == "lm" else "")
         return
     err.print("type a prompt and press enter; an empty line or Ctrl-D ends")
     while True:

@@ -5,6 +5,7 @@ tokenizers that turn text into ids and back, and for a speech model a transcribe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,32 @@ def hypothesis(g: Generator, line: str) -> str:
         start = tok.encode(line)
         return one_line(tok.decode([*start, *g.decoder.generate(g.strategy, start)]))
     return one_line(_translate(g, line)) if line.strip() else ""
+
+
+STREAM_CHUNK = 64
+"""Input lines translated together by `hypotheses`: enough for the decoder's batches to group
+sources of like length, few enough that a pipe's reader sees output early."""
+
+
+def hypotheses(g: Generator, lines: list[str]) -> Iterator[str]:
+    """`hypothesis` of each line, in order: a translator's decoder that decodes several sources
+    at once (`generate_many`) gets the lines `STREAM_CHUNK` at a time, each chunk's output
+    yielded before the next is decoded."""
+    many = getattr(g.decoder, "generate_many", None)
+    if g.task != "seq2seq" or many is None:
+        yield from (hypothesis(g, line) for line in lines)
+        return
+    from seqc.run.outputs import one_line
+
+    tok = g.tokenizer
+    for at in range(0, len(lines), STREAM_CHUNK):
+        chunk = lines[at : at + STREAM_CHUNK]
+        full = [i for i, line in enumerate(chunk) if line.strip()]
+        tokens = many(g.strategy, [[*tok.encode(chunk[i]), tok.eos_id] for i in full])
+        out = [""] * len(chunk)  # an empty source stays empty
+        for i, t in zip(full, tokens, strict=True):
+            out[i] = one_line(str(g.target_tokenizer.decode(t)))
+        yield from out
 
 
 def transcribe_file(gen: Generator, path: Path | None) -> str:
