@@ -10,8 +10,10 @@ nothing a user's run would not):
 3. `seqc export --format onnx --quantize none`, then beam search over the first `--decode N`
    test sources twice, side by side in this process: with the trained model (its backend's
    encoder and decoder-step graphs) and with the ONNX artifact (onnxruntime), each one source
-   at a time as `seqc decode` runs them: `mt_decode_sentences_per_s` is the artifact's, and
-   `mt_decode_model_sentences_per_s` the trained model's;
+   at a time: `mt_decode_sentences_per_s` is the artifact's, and
+   `mt_decode_model_sentences_per_s` the trained model's; then each in sorted batches of 16
+   sources (`generate_many`, as `seqc eval` and `seqc decode --input` run them):
+   `mt_decode_batched_sentences_per_s` and `mt_decode_model_batched_sentences_per_s`;
 4. the dev curve: dev BLEU against training minutes from the run's `metrics.jsonl`, drawn to
    RUN/dev_curve.png.
 
@@ -108,18 +110,28 @@ def decode_speeds(run: Path, artifact: Path, sentences: int) -> dict[str, float]
     for dec in decoders.values():  # warm up: compilation and first-run allocation
         dec.generate(strategy, [], ids[0])
     seconds = {name: 0.0 for name in decoders}
+    for dec in decoders.values():
+        dec.generate_many(strategy, ids)
+    batched = {name: 0.0 for name in decoders}
     same = 0
-    for block in range(0, len(ids), 10):
-        outs = {}
+    for block in range(0, len(ids), 32):
+        outs, many = {}, {}
         for name, dec in decoders.items():
+            part = ids[block : block + 32]
             t = time.perf_counter()
-            outs[name] = [dec.generate(strategy, [], s) for s in ids[block : block + 10]]
+            outs[name] = [dec.generate(strategy, [], s) for s in part]
             seconds[name] += time.perf_counter() - t
+            t = time.perf_counter()
+            many[name] = dec.generate_many(strategy, part)
+            batched[name] += time.perf_counter() - t
         same += sum(a == b for a, b in zip(outs["model"], outs["artifact"], strict=True))
+        same += sum(a == b for a, b in zip(many["model"], many["artifact"], strict=True))
     return {
         "model": len(ids) / seconds["model"],
         "artifact": len(ids) / seconds["artifact"],
-        "same_output": same / len(ids),
+        "model_batched": len(ids) / batched["model"],
+        "artifact_batched": len(ids) / batched["artifact"],
+        "same_output": same / (2 * len(ids)),
     }
 
 
@@ -158,6 +170,8 @@ def main() -> None:
     print(f"mt_train_minutes: {minutes:.1f}")
     print(f"mt_decode_sentences_per_s: {speeds['artifact']:.2f}")
     print(f"mt_decode_model_sentences_per_s: {speeds['model']:.2f}")
+    print(f"mt_decode_batched_sentences_per_s: {speeds['artifact_batched']:.2f}")
+    print(f"mt_decode_model_batched_sentences_per_s: {speeds['model_batched']:.2f}")
 
 
 if __name__ == "__main__":
