@@ -173,6 +173,34 @@ def test_decoding_a_file_in_batches_gives_each_line_its_own_translation(
     assert alone.stdout == batched.stdout and batched.stdout.endswith("\n\n")
 
 
+def test_eval_of_an_artifact_scores_the_split_as_the_checkpoint_is(run, tmp_path) -> None:
+    """`seqc eval --artifact`: the exported fp32 ONNX translator decodes the test split as the
+    checkpoint does (same strategy, same scorer), its files in RUN/eval/onnx-none-test."""
+    base, run_dir, _ = run
+    exported = runner.invoke(
+        app, ["export", *base, "--format", "onnx", "--quantize", "none", "--out", str(tmp_path)]
+    )
+    assert exported.exit_code == 0, exported.output
+    artifact = tmp_path / "onnx-none"
+    result = runner.invoke(app, ["eval", *base, "--split", "test", "--artifact", str(artifact)])
+    assert result.exit_code == 0, result.output
+    assert f"({TEST_SIZE} examples; {SIGNATURE}" in result.stdout
+    folder = run_dir / "eval" / "onnx-none-test"
+    scores = json.loads((folder / "scores.json").read_text())
+    assert scores["artifact"]["format"] == "onnx" and scores["artifact"]["quantize"] == "none"
+    assert scores["artifact"]["checkpoint"]["step"] == 30
+    checkpoint = runner.invoke(app, ["eval", *base, "--split", "test"])
+    assert checkpoint.exit_code == 0, checkpoint.output
+    ours = (run_dir / "eval" / "30-test" / "hypotheses.txt").read_text()
+    assert (folder / "hypotheses.txt").read_text() == ours
+    both = ["eval", *base, "--artifact", str(artifact), "--checkpoint", str(run_dir)]
+    conflict = runner.invoke(app, both)
+    assert conflict.exit_code == 2 and "give one" in conflict.output
+    missing = runner.invoke(app, ["eval", *base, "--artifact", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "no artifact at" in missing.output
+    assert "Traceback" not in missing.output
+
+
 def test_an_unwritable_output_fails_before_decoding(run, tmp_path) -> None:
     base, _, splits = run
     path = _sources(tmp_path, [splits["test"][0][0]])

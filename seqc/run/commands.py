@@ -25,7 +25,7 @@ from seqc.run.generators import (
 from seqc.run.launch import launch_cmd
 from seqc.run.outputs import LineFile, one_line
 from seqc.run.place import place_cmd
-from seqc.spec.errors import FileError
+from seqc.spec.errors import FileError, UsageError
 
 FileArg = Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)]
 ExpOpt = Annotated[str, typer.Option("-e", "--experiment", help="Registry name of an experiment.")]
@@ -281,15 +281,39 @@ def eval_cmd(
     backend: BackendOpt = None,
     checkpoint: CheckpointOpt = None,
     task: TaskOpt = None,
+    artifact: Annotated[
+        Path | None,
+        typer.Option(
+            help="Translate with this exported artifact instead of a checkpoint (its BLEU and "
+            "chrF; translations in RUN/eval/ARTIFACT-SPLIT).",
+        ),
+    ] = None,
 ) -> None:
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
     decoded translations when the task lists them, with sacreBLEU's signatures, the
-    hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task."""
+    hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task.
+    With --artifact: an exported translator's BLEU and chrF on the split, decoded as the
+    checkpoint's are."""
     _check_backend(backend)
-    sessions = _sessions(spec, experiment, set_, cache_dir, task)
     run_dir = run_dir or Path("runs") / experiment
     if limit is None:  # a test figure is reported on the whole split; dev is a quick look
         limit = 0 if split == "test" else DEV_LIMIT
+    if artifact is not None:
+        from seqc.run.artifact import load_artifact
+        from seqc.run.artifact_eval import eval_artifact
+
+        if checkpoint is not None:
+            raise UsageError(
+                "--artifact and --checkpoint both name what to translate with; give one",
+                code="conflicting-options",
+            )
+        named = task or _artifact_task(
+            spec, experiment, set_, load_artifact(artifact).manifest.get("task")
+        )
+        session = _session(spec, experiment, set_, cache_dir, named)
+        eval_artifact(session, artifact, split, limit, run_dir)
+        return
+    sessions = _sessions(spec, experiment, set_, cache_dir, task)
     for session in sessions:
         if len(sessions) > 1:
             out.print(f"task {session.task}:")
@@ -426,7 +450,6 @@ def decode_cmd(
     On a terminal each line shows `source -> hypothesis`; into a pipe or a file (`> out.txt`)
     or with --output, only the hypotheses, one line per input line (an empty one for an empty
     source), ready for sacreBLEU: notes go to stderr."""
-    from seqc.spec.errors import UsageError
 
     _check_backend(backend)
     if output is not None and input_file is None:
@@ -464,7 +487,6 @@ def _decode_generator(
     artifact: Path | None,
 ) -> Any:
     """The generator `seqc decode` runs: an artifact's, or a checkpoint's on a backend."""
-    from seqc.spec.errors import UsageError
 
     if artifact is not None:
         from seqc.run.artifact import check_against, load_artifact

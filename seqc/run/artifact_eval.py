@@ -1,0 +1,74 @@
+"""`seqc eval --artifact DIR`: an exported translator scored on a split, as its checkpoint is.
+
+Why: what a user ships is the artifact (ONNX or TFLite, fp32 or int8), and the figure that
+matters is its BLEU on the test split next to the checkpoint's, decoded with the same strategy
+and scored by the same code (`score_translations`): export's own BLEU gate translates a few dev
+sentences greedily, enough to catch a broken file, not to report a result. The translations and
+scores go to RUN/eval/ARTIFACT-SPLIT (`onnx-dynamic-test`), beside the checkpoint's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from seqc.run.console import err, out
+from seqc.spec.errors import UsageError
+
+
+def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Path) -> Path:
+    """Translate `split` (its first `limit` examples; 0: all) with the artifact at `path`,
+    print BLEU and chrF with sacreBLEU's signatures, and write the translations; the folder."""
+    from seqc.resolve.values import to_json
+    from seqc.run.artifact import check_against, load_artifact
+    from seqc.run.generators import default_strategy, from_artifact
+    from seqc.run.lock import unwritable
+    from seqc.run.translate import score_translations, write_translations
+
+    if session.pipeline.task != "seq2seq":
+        raise UsageError(
+            f"seqc eval --artifact scores translation artifacts; task `{session.task}` is "
+            f"{session.pipeline.task}",
+            code="artifact-eval-task",
+            hint="seqc export reports an artifact's dev quality for every task kind "
+            "(--wer N for speech)",
+        )
+    if split not in session.pipeline.splits:
+        raise UsageError(
+            f"the spec's input has no {split} split",
+            code="no-split",
+            hint=f"one of: {', '.join(session.pipeline.splits)}",
+        )
+    art = load_artifact(path)
+    check_against(art, session)
+    gen = from_artifact(art)
+    strategy = session.task_config.get("decode") or default_strategy()
+    err.print(
+        f"translating {split} with {art.format} ({art.manifest['quantize']}) from {path}",
+        soft_wrap=True,
+    )
+    t = score_translations(gen.decoder, session.pipeline, strategy, split, limit)
+    for src, hyp, ref in t["samples"]:
+        err.print(f"  src: {src}\n  hyp: {hyp}\n  ref: {ref}")
+    sig = t["signatures"]
+    out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
+    out.print(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
+    folder = run_dir / "eval" / f"{path.resolve().name}-{split}"
+    facts = {
+        "task": session.task,
+        "split": split,
+        "limit": limit,
+        "artifact": {
+            "path": str(path),
+            "format": art.format,
+            "quantize": art.manifest.get("quantize"),
+            "checkpoint": art.manifest.get("checkpoint"),
+        },
+        "decode": to_json(strategy),
+    }
+    try:
+        write_translations(folder, t, facts)
+    except OSError as e:
+        raise unwritable(run_dir, e) from None
+    out.print(f"{split} hypotheses and scores: {folder}", soft_wrap=True)
+    return folder
