@@ -5,8 +5,10 @@ What it runs, as a user would (`seqc` commands in child processes, so the figure
 nothing a user's run would not):
 1. `seqc train examples/mt/bible_transformer.seq -e mt.bible.transformer.base` (skipped with
    `--run-dir RUN`), timed: `mt_train_minutes` is its wall time;
-2. `seqc eval --split test` over the whole test split (1,219 verses of Esther, Jonah and Acts;
-   nothing is selected on it): `mt_test_bleu`, `mt_test_chrf` (sacreBLEU, its signature printed);
+2. `seqc average RUN --last 3` (`--average N`; 0: the last checkpoint alone), then
+   `seqc eval --split test --checkpoint AVERAGE` over the whole test split (1,219 verses of
+   Esther, Jonah and Acts; nothing is selected on it): `mt_test_bleu`, `mt_test_chrf`
+   (sacreBLEU, its signature printed);
 3. `seqc export --format onnx --quantize none`, then beam search over the first `--decode N`
    test sources twice, side by side in this process: with the trained model (its backend's
    encoder and decoder-step graphs) and with the ONNX artifact (onnxruntime), each one source
@@ -14,10 +16,14 @@ nothing a user's run would not):
    `mt_decode_model_sentences_per_s` the trained model's; then each in sorted batches of 16
    sources (`generate_many`, as `seqc eval` and `seqc decode --input` run them):
    `mt_decode_batched_sentences_per_s` and `mt_decode_model_batched_sentences_per_s`;
-4. the dev curve: dev BLEU against training minutes from the run's `metrics.jsonl`, drawn to
+4. with `--artifacts`: the six deployed files (ONNX and TFLite; fp32, dynamic-range int8,
+   static int8) exported from the same weights, each scored on the whole test split by
+   `seqc eval --artifact`: `mt_test_bleu_onnx_dynamic`, ..., and their sizes;
+5. the dev curve: dev BLEU against training minutes from the run's `metrics.jsonl`, drawn to
    RUN/dev_curve.png.
 
-Run `python bench/mt_quality.py [--run-dir RUN] [--decode 100]`; the last lines are `name: value`.
+Run `python bench/mt_quality.py [--run-dir RUN] [--average 3] [--artifacts] [--decode 100]`; the
+last lines are `name: value`.
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def draw(curve: list[tuple[float, float, int]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def decode_speeds(run: Path, artifact: Path, sentences: int) -> dict[str, float]:
+def decode_speeds(weights_at: Path, artifact: Path, sentences: int) -> dict[str, float]:
     """Sentences per second of beam search with the trained model and with the artifact, on
     the same test sources, alternating blocks so load on this machine hits both alike."""
     from seqc.backends import registry
@@ -95,7 +101,7 @@ def decode_speeds(run: Path, artifact: Path, sentences: int) -> dict[str, float]
     from seqc.run.translate import source_ids
 
     session = open_session(SPEC, EXPERIMENT)
-    weights = read_weights(run)
+    weights = read_weights(weights_at)
     model = registry.backend(weights.backend).model(session.compiled, session.train_config)
     params = model.with_params(match_params(session.graph, weights))["params"]
     tok = session.pipeline.target_tokenizer
@@ -135,10 +141,40 @@ def decode_speeds(run: Path, artifact: Path, sentences: int) -> dict[str, float]
     }
 
 
+ARTIFACTS = [(f, q) for f in ("onnx", "tflite") for q in ("none", "dynamic", "int8")]
+"""The deployed translator's files: fp32, dynamic-range int8 and static (full) int8, ONNX and
+TFLite, each scored on the whole test split by `seqc eval --artifact`."""
+
+
+def model_bytes(artifact: Path) -> int:
+    """The artifact's model files (what its export line reports), not tokenizer or spec."""
+    from seqc.run.artifact import load_artifact, model_bytes
+
+    return model_bytes(artifact, load_artifact(artifact).format)
+
+
+def averaged(run: Path, last: int) -> Path:
+    """`seqc average RUN --last N` (the recipe's last step), reused when it exists already."""
+    steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    target = run / "averaged" / f"last-{last}-step-{steps[-1]}"
+    if not target.exists():
+        print(seqc("average", str(run), "--last", str(last)).strip())
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, help="score this run instead of training one")
     parser.add_argument("--decode", type=int, default=100, help="test sources timed per decoder")
+    parser.add_argument(
+        "--average",
+        type=int,
+        default=3,
+        help="score the average of the last N checkpoints (0: the last checkpoint alone)",
+    )
+    parser.add_argument(
+        "--artifacts", action="store_true", help="also score every ONNX and TFLite artifact"
+    )
     args = parser.parse_args()
     run = args.run_dir
     minutes = float("nan")
@@ -150,14 +186,30 @@ def main() -> None:
     else:
         curve = dev_curve(run)
         minutes = curve[-1][0] if curve else minutes
-    common = [str(SPEC), "-e", EXPERIMENT, "--run-dir", str(run)]
+    weights = averaged(run, args.average) if args.average else run
+    common = [str(SPEC), "-e", EXPERIMENT, "--run-dir", str(run), "--checkpoint", str(weights)]
     scored = seqc("eval", *common, "--split", "test", "--limit", "0")
     bleu, chrf = figure(scored, "test_bleu"), figure(scored, "test_chrf")
+    print(f"weights: {weights}")
     print(next(line for line in scored.splitlines() if line.startswith("test_bleu")))
-    export = run / "export-bench"
+    export = run / f"export-bench-{weights.name}"
     if not (export / "onnx-none").exists():
         seqc("export", *common, "--format", "onnx", "--quantize", "none", "--out", str(export))
-    speeds = decode_speeds(run, export / "onnx-none", args.decode)
+    artifact_scores: dict[str, tuple[float, float, float]] = {}
+    if args.artifacts:
+        formats = [a for f, q in ARTIFACTS for a in ("--format", f, "--quantize", q)]
+        if not all((export / f"{f}-{q}").exists() for f, q in ARTIFACTS):
+            seqc("export", *common, *formats, "--out", str(export))
+        for f, q in ARTIFACTS:
+            art = export / f"{f}-{q}"
+            text = seqc("eval", *common[:4], "--split", "test", "--artifact", str(art))
+            size = model_bytes(art)
+            artifact_scores[f"{f}_{q}"] = (
+                figure(text, "test_bleu"),
+                figure(text, "test_chrf"),
+                size / 2**20,
+            )
+    speeds = decode_speeds(weights, export / "onnx-none", args.decode)
     curve = dev_curve(run)
     if curve:
         draw(curve, run / "dev_curve.png", f"{EXPERIMENT}: dev BLEU")
@@ -165,6 +217,8 @@ def main() -> None:
         for m, b, step in curve:
             print(f"  step {step:>5}  {m:6.1f} min  dev BLEU {b:.2f}")
     print(f"decoding: same output for {speeds['same_output']:.0%} of the timed sources")
+    for name, (b, c, mib) in artifact_scores.items():
+        print(f"  {name:<15} test BLEU {b:6.2f}  chrF {c:6.2f}  {mib:6.2f} MiB")
     print(f"mt_test_bleu: {bleu:.2f}")
     print(f"mt_test_chrf: {chrf:.2f}")
     print(f"mt_train_minutes: {minutes:.1f}")
@@ -172,6 +226,10 @@ def main() -> None:
     print(f"mt_decode_model_sentences_per_s: {speeds['model']:.2f}")
     print(f"mt_decode_batched_sentences_per_s: {speeds['artifact_batched']:.2f}")
     print(f"mt_decode_model_batched_sentences_per_s: {speeds['model_batched']:.2f}")
+    for name, (b, c, mib) in artifact_scores.items():
+        print(f"mt_test_bleu_{name}: {b:.2f}")
+        print(f"mt_test_chrf_{name}: {c:.2f}")
+        print(f"mt_size_mib_{name}: {mib:.2f}")
 
 
 if __name__ == "__main__":
