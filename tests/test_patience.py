@@ -15,7 +15,7 @@ from test_translate import ROOT, SPEC, _pairs
 
 from seqc.run.patience import Patience, score_of
 from seqc.run.session import open_session
-from seqc.run.train import train
+from seqc.run.train import _minutes_before, train
 
 
 def test_the_score_is_bleu_else_wer_else_perplexity() -> None:
@@ -98,3 +98,13 @@ def test_a_resumed_run_counts_its_minutes_on(tmp_path: Path) -> None:
     dev = [json.loads(x) for x in metrics.open() if '"dev"' in x]
     assert [r["step"] for r in dev] == [5, 10, 15, 20]
     assert dev[2]["minutes"] >= first > 0
+    # each checkpoint logs the minutes it was written at: a run stopped between two dev
+    # evaluations resumes counting from its checkpoint, not from its last evaluation
+    saved = [json.loads(x) for x in metrics.open() if '"checkpoint"' in x]
+    assert [r["step"] for r in saved] == [10, 20]
+    assert saved[0]["minutes"] > 0
+    assert _minutes_before(metrics, 12) == max(saved[0]["minutes"], first)
+    # a checkpoint written after the last evaluation (SIGTERM) counts up to itself
+    with metrics.open("a") as f:
+        f.write(json.dumps({"step": 23, "split": "checkpoint", "minutes": 9.5}) + "\n")
+    assert _minutes_before(metrics, 23) == 9.5 and _minutes_before(metrics, 22) < 9.5

@@ -6,7 +6,8 @@ spec/            the spec file and every file it imports, as they were (frozen t
 resolved.json    the resolved experiment, every value explicit, with provenance
 run.json         experiment, seeds, backend, package versions, command line, start time, and
                  each resume (when, from which step)
-metrics.jsonl    one JSON object per logged step and per evaluation, never a step twice
+metrics.jsonl    one JSON object per logged step, per evaluation and per checkpoint written
+                 (`"split": "checkpoint"` with its training minutes), never a step twice
 events/          TensorBoard event files (tensorboardX)
 checkpoints/     the backend's checkpoints, every `train.checkpoint_every` steps
 averaged/last-N-step-S/  written by `seqc average`: the mean of the N newest checkpoints (the

@@ -397,6 +397,8 @@ class _Loop:
         self.flush(done)
         if self.checkpoints.latest() != done:
             self.checkpoints.save(done, state)
+            minutes = (time.perf_counter() - self.started) / 60.0
+            self.run.log({"step": done, "split": "checkpoint", "minutes": minutes})
 
     def evaluate(self, state: dict[str, Any], step: int) -> dict[str, dict[str, Any]]:
         """Each task's dev figures (a task without dev data is left out), logged."""
@@ -417,9 +419,9 @@ class _Loop:
 
 
 def _minutes_before(metrics: Path, step: int) -> float:
-    """The training minutes the run had logged by `step` (its last dev record up to there), so
-    that a resumed run's dev curve goes on from where it stopped rather than from zero; the
-    minutes between that record and the checkpoint are not counted."""
+    """The training minutes the run had logged by `step` (its checkpoint's record, else its
+    last dev record up to there), so that a resumed run's dev curve goes on from where it
+    stopped rather than from zero, counting the minutes up to the checkpoint it resumes from."""
     minutes = 0.0
     if not metrics.exists():
         return minutes
@@ -428,7 +430,7 @@ def _minutes_before(metrics: Path, step: int) -> float:
             record = json.loads(line)
         except ValueError:
             continue
-        if record.get("split") == "dev" and int(record.get("step", 0)) <= step:
+        if record.get("split") in ("dev", "checkpoint") and int(record.get("step", 0)) <= step:
             minutes = max(minutes, float(record.get("minutes", 0.0)))
     return minutes
 
