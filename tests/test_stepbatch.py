@@ -159,3 +159,27 @@ def _feeds(dec: StepDecoder, src: list[int]) -> dict:
         **memory,
         **dec.sig.zero_caches(1, 16),
     }
+
+
+def test_history_caches_grow_as_decoding_goes_on(decoder: StepDecoder, monkeypatch) -> None:
+    """Caches start with `FIRST_HISTORY` slots and double when decoding reaches their end:
+    the tokens are those of a buffer sized for `max_length` from the start."""
+    from seqc.run import stepdecode
+
+    how = strategy("greedy", max_length=40)
+    beam = strategy("beam", width=2, length_penalty=0.6, max_length=40)
+    srcs = sources(4)
+    grown: list[int] = []
+    pad = decoder.sig.pad_history
+
+    def spy(caches: dict, length: int) -> dict:
+        grown.append(length)
+        return pad(caches, length)
+
+    monkeypatch.setattr(decoder.sig, "pad_history", spy)
+    long = [decoder.generate(how, [], s, stop_at_eos=False) for s in srcs]
+    short = decoder.generate_many(beam, srcs)
+    assert grown and set(grown) == {48} and all(len(t) == 40 for t in long)
+    monkeypatch.setattr(stepdecode, "FIRST_HISTORY", 10**6)
+    assert [decoder.generate(how, [], s, stop_at_eos=False) for s in srcs] == long
+    assert decoder.generate_many(beam, srcs) == short

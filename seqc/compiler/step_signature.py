@@ -71,6 +71,28 @@ class StepSignature:
     def batch_axis(self, shape: list[Any]) -> int:
         return shape.index(self.batch_symbol)
 
+    def history_length(self, caches: dict[str, Any]) -> int | None:
+        """How many history slots `caches` have (None for a program with state caches only)."""
+        for name, (shape, _) in self.caches.items():
+            if HISTORY in shape:
+                return int(caches[name].shape[shape.index(HISTORY)])
+        return None
+
+    def pad_history(self, caches: dict[str, Any], length: int) -> dict[str, Any]:
+        """`caches` with every history cache padded with zero slots to `length` (state caches
+        as they are)."""
+        out = {}
+        for name, value in caches.items():
+            shape = self.caches[name][0]
+            if HISTORY not in shape:
+                out[name] = value
+                continue
+            axis = shape.index(HISTORY)
+            widths = [(0, 0)] * len(shape)
+            widths[axis] = (0, length - int(value.shape[axis]))
+            out[name] = np.pad(np.asarray(value), widths)
+        return out
+
     def zero_caches(self, rows: int, length: int) -> dict[str, np.ndarray]:
         """The caches before the first token: zeros, `rows` sequences, `length` history slots."""
         out = {}

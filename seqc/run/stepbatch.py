@@ -17,16 +17,14 @@ rounding (a near-tie between two beams could in principle break the other way).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from seqc.compiler.signature import buffer_length
 from seqc.resolve.values import CallValue
 from seqc.run.decode import Hypothesis, beam_step, best
-
-if TYPE_CHECKING:
-    from seqc.run.stepdecode import StepDecoder
+from seqc.run.stepdecode import StepDecoder, first_history
 
 DEFAULT_BATCH = 16
 """Sources decoded together: 64 rows at beam 4, where a step of a small model on 2 CPU cores
@@ -68,11 +66,12 @@ def decode_batch(
     length = buffer_length(1 + max_len)
     memory = _memory(dec, sources, width)
     rows = len(sources) * width
-    logp, caches = dec._step(np.full(rows, dec.bos), 0, memory, dec.sig.zero_caches(rows, length))
+    caches = dec.sig.zero_caches(rows, first_history(1, length))
+    logp, caches = dec._step(np.full(rows, dec.bos), 0, memory, caches)
     if strategy.kind == "beam":
         alpha = float(strategy.args["length_penalty"])
-        return _beam(dec, logp, caches, memory, len(sources), width, alpha, max_len)
-    return _greedy(dec, logp, caches, memory, len(sources), max_len)
+        return _beam(dec, logp, caches, memory, len(sources), width, alpha, max_len, length)
+    return _greedy(dec, logp, caches, memory, len(sources), max_len, length)
 
 
 def _memory(dec: StepDecoder, sources: Sequence[list[int]], width: int) -> dict[str, Any]:
@@ -94,6 +93,7 @@ def _greedy(
     memory: dict[str, np.ndarray],
     n: int,
     max_len: int,
+    length: int,
 ) -> list[list[int]]:
     out: list[list[int]] = [[] for _ in range(n)]
     open_ = np.ones(n, bool)
@@ -105,6 +105,7 @@ def _greedy(
         if not open_.any() or i + 1 == max_len:
             break
         feed = np.where(open_, tokens, dec.pad)
+        caches = dec.grown(caches, 1 + i, length)
         logp, caches = dec._step(feed, 1 + i, memory, caches)
     return out
 
@@ -118,6 +119,7 @@ def _beam(
     width: int,
     alpha: float,
     max_len: int,
+    length: int,
 ) -> list[list[int]]:
     beams: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in range(n)]
     finished: list[list[Hypothesis]] = [[] for _ in range(n)]
@@ -140,6 +142,6 @@ def _beam(
             feed[base : base + k] = chosen.tokens
         if all(done) or step + 1 == max_len:
             break
-        caches = dec._reorder(caches, parents)
+        caches = dec.grown(dec._reorder(caches, parents), 1 + step, length)
         logp, caches = dec._step(feed, 1 + step, memory, caches)
     return [best(finished[s], beams[s], alpha) for s in range(n)]

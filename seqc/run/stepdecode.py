@@ -76,6 +76,17 @@ def teacher_forced(
     return np.concatenate([logits for _, logits in step_through(fns, sig, arrays)], axis=1)
 
 
+FIRST_HISTORY = 32
+"""History slots a decode starts with (more for a longer prompt); `StepDecoder.grown` doubles
+them as decoding goes on."""
+
+
+def first_history(prompt: int, length: int) -> int:
+    """The history caches' first length for a prompt of `prompt` tokens (BOS included), at most
+    the decode's whole buffer `length`."""
+    return min(length, max(FIRST_HISTORY, buffer_length(prompt + 1)))
+
+
 class StepDecoder:
     """Greedy, sampling and beam search over `StepFunctions`, as `Decoder` does over logits."""
 
@@ -139,11 +150,24 @@ class StepDecoder:
     def _prefill(
         self, start: list[int], rows: int, length: int, memory: dict
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        caches = self.sig.zero_caches(rows, length)
+        caches = self.sig.zero_caches(rows, first_history(len(start), length))
         logp = np.empty(0)
         for pos, tok in enumerate(start):
             logp, caches = self._step(np.full(rows, tok), pos, memory, caches)
         return logp, caches
+
+    def grown(self, caches: dict[str, Any], pos: int, length: int) -> dict[str, Any]:
+        """The caches with room for position `pos`: history caches start short
+        (`first_history`) and double, up to `length`, when decoding reaches their end. Why: a
+        step reads and rewrites every history slot, so a buffer sized for `max_length` (136
+        slots for 128 tokens) made each step of a 35-token verse cost four times what it
+        needs; the slots added are zeros past `pos`, which the step masks as it masks the
+        rest of an unwritten buffer."""
+        now = self.sig.history_length(caches)
+        if now is None or pos < now:
+            return caches
+        new = min(length, max(2 * now, buffer_length(pos + 1)))
+        return self.sig.pad_history(caches, new)
 
     def _reorder(self, caches: dict, parents: np.ndarray) -> dict[str, np.ndarray]:
         reorder = getattr(self.fns, "reorder", None)
@@ -186,7 +210,9 @@ class StepDecoder:
                 break
             out.append(tok)
             if i + 1 < max_len:
-                logp, caches = self._step(np.asarray([tok]), len(start) + i, memory, caches)
+                pos = len(start) + i
+                caches = self.grown(caches, pos, length)
+                logp, caches = self._step(np.asarray([tok]), pos, memory, caches)
         return out
 
     def generate_many(
@@ -216,5 +242,6 @@ class StepDecoder:
             pad = width - len(chosen.parents)
             caches = self._reorder(caches, np.asarray(chosen.parents + [0] * pad))
             feed = np.asarray(chosen.tokens + [self.pad] * pad)
+            caches = self.grown(caches, len(start) + step, length)
             logp, caches = self._step(feed, len(start) + step, memory, caches)
         return best(finished, beams, alpha)

@@ -20,7 +20,7 @@ import tensorflow as tf
 from seqc.backends import interpret
 from seqc.backends.primitives import registrar
 from seqc.backends.tf.lazy_rows import LazyTable
-from seqc.backends.tf.scopes import layer_scope
+from seqc.backends.tf.scopes import SIGNAL_SCOPE, layer_scope
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
 
@@ -234,8 +234,22 @@ def _gather(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 
 @op("sinusoid")
 def _sinusoid(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
-    """Rows of the float64-computed table, in the compute dtype (`seqc.compiler.sinusoid`)."""
-    return tf.gather(tf.constant(sinusoid.table(attrs), ctx.compute_dtype), xs[0])
+    """Rows of the float64-computed table, in the compute dtype (`seqc.compiler.sinusoid`).
+
+    A portable graph (a SavedModel, the TFLite model converted from it) computes them from the
+    positions instead, as the ONNX emitter does: gathered, the table is a constant the
+    converter stores whole (max_length x d floats, 2 MB at 4096 x 128, more than a small
+    model's weights). The ops run under `SIGNAL_SCOPE`, which full-int8 TFLite keeps float."""
+    if not ctx.portable:
+        return tf.gather(tf.constant(sinusoid.table(attrs), ctx.compute_dtype), xs[0])
+    with tf.name_scope(SIGNAL_SCOPE):
+        hi, lo = sinusoid.split_frequencies(attrs)
+        t = tf.cast(xs[0], tf.float32)[:, None]
+        a, b = t * tf.constant(hi[None, :]), t * tf.constant(lo[None, :])  # [n, d/2]
+        sin_a, cos_a, sin_b, cos_b = tf.sin(a), tf.cos(a), tf.sin(b), tf.cos(b)
+        sin = sin_a * cos_b + cos_a * sin_b  # sin(a + b), a exact: see split_frequencies
+        cos = cos_a * cos_b - sin_a * sin_b
+        return tf.cast(tf.concat([sin, cos], axis=1), ctx.compute_dtype)
 
 
 @op("reshape")

@@ -13,6 +13,12 @@ import re
 
 _BAD = re.compile(r"[^A-Za-z0-9_.\-]")
 
+SIGNAL_SCOPE = "position_signal"
+"""The name scope (inside its layer's) of the ops that compute a fixed signal of positions alone
+(the sinusoid, `seqc.backends.tf.ops`): float arithmetic on integer positions, with no
+activation range to calibrate, which full-int8 TFLite leaves in float (an int8 angle would be
+meaningless) and does not count as float compute (`seqc.backends.tflite.convert`)."""
+
 
 def layer_scope(layer: str) -> str:
     """The name scope of a layer path: dots kept, anything TF refuses in a scope name made
@@ -32,3 +38,10 @@ def in_layers(tensor_name: str, layers: tuple[str, ...] | list[str]) -> bool:
             if any(seg == s or seg.startswith(f"{s}.") for s in scopes):
                 return True
     return False
+
+
+def in_signal(tensor_name: str) -> bool:
+    """Whether a TFLite tensor named `tensor_name` is computed under `SIGNAL_SCOPE` (every part
+    of a fused name)."""
+    parts = tensor_name.split(";")
+    return all(SIGNAL_SCOPE in part.split("/")[:-1] for part in parts)
