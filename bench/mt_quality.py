@@ -5,8 +5,9 @@ What it runs, as a user would (`seqc` commands in child processes, so the figure
 nothing a user's run would not):
 1. `seqc train examples/mt/bible_transformer.seq -e mt.bible.transformer.base` (skipped with
    `--run-dir RUN`), timed: `mt_train_minutes` is its wall time;
-2. `seqc average RUN --last 3` (`--average N`; 0: the last checkpoint alone), then
-   `seqc eval --split test --checkpoint AVERAGE` over the whole test split (1,219 verses of
+2. `seqc eval --split test` of the last checkpoint (with `--average N`: of
+   `seqc average RUN --last N`; on dev the recipe's last checkpoint scored BLEU 24.86 on all
+   917 verses, the average of its last three 24.69) over the whole test split (1,219 verses of
    Esther, Jonah and Acts; nothing is selected on it): `mt_test_bleu`, `mt_test_chrf`
    (sacreBLEU, its signature printed);
 3. `seqc export --format onnx --quantize none`, then beam search over the first `--decode N`
@@ -22,7 +23,7 @@ nothing a user's run would not):
 5. the dev curve: dev BLEU against training minutes from the run's `metrics.jsonl`, drawn to
    RUN/dev_curve.png.
 
-Run `python bench/mt_quality.py [--run-dir RUN] [--average 3] [--artifacts] [--decode 100]`; the
+Run `python bench/mt_quality.py [--run-dir RUN] [--average N] [--artifacts] [--decode 100]`; the
 last lines are `name: value`.
 """
 
@@ -153,10 +154,14 @@ def model_bytes(artifact: Path) -> int:
     return model_bytes(artifact, load_artifact(artifact).format)
 
 
+def latest(run: Path) -> int:
+    """The run's newest checkpoint step."""
+    return max(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+
+
 def averaged(run: Path, last: int) -> Path:
     """`seqc average RUN --last N` (the recipe's last step), reused when it exists already."""
-    steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
-    target = run / "averaged" / f"last-{last}-step-{steps[-1]}"
+    target = run / "averaged" / f"last-{last}-step-{latest(run)}"
     if not target.exists():
         print(seqc("average", str(run), "--last", str(last)).strip())
     return target
@@ -169,8 +174,9 @@ def main() -> None:
     parser.add_argument(
         "--average",
         type=int,
-        default=3,
-        help="score the average of the last N checkpoints (0: the last checkpoint alone)",
+        default=0,
+        help="score the average of the last N checkpoints (0, the recipe's choice on dev: the "
+        "last checkpoint alone)",
     )
     parser.add_argument(
         "--artifacts", action="store_true", help="also score every ONNX and TFLite artifact"
@@ -192,7 +198,8 @@ def main() -> None:
     bleu, chrf = figure(scored, "test_bleu"), figure(scored, "test_chrf")
     print(f"weights: {weights}")
     print(next(line for line in scored.splitlines() if line.startswith("test_bleu")))
-    export = run / f"export-bench-{weights.name}"
+    # named by the weights, so a later bench of a run that trained on exports again
+    export = run / f"export-bench-{weights.name if args.average else f'step-{latest(run)}'}"
     if not (export / "onnx-none").exists():
         seqc("export", *common, "--format", "onnx", "--quantize", "none", "--out", str(export))
     artifact_scores: dict[str, tuple[float, float, float]] = {}

@@ -64,9 +64,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from seqc.backends.tf.scopes import in_layers
+from seqc.backends.tf.scopes import in_layers, in_signal
 from seqc.backends.tflite.flatbuffer import Op, float_compute
-from seqc.backends.tflite.selective import layer_nodes, quantize_except
+from seqc.backends.tflite.selective import layer_nodes, quantize_except, signal_nodes
+from seqc.backends.tflite.tied import share_tied_tables
 from seqc.spec.errors import ExportError
 
 QUANTIZE = ("none", "dynamic", "fp16", "int8")
@@ -189,7 +190,8 @@ def convert(
 
     try:
         converter = _converter(saved_model_dir, quantize, calibration(keys), keys)
-        converter._experimental_calibrate_only = bool(keep_float)
+        # int8 is calibrated here and quantized below, so that some ops can be left float
+        converter._experimental_calibrate_only = quantize == "int8"
         with warnings.catch_warnings():
             # Calibrating alone runs TF's own calibrator, which still builds the deprecated
             # tf.lite.Interpreter and says so; nothing here runs models with it.
@@ -199,8 +201,11 @@ def convert(
         raise
     except Exception as e:
         raise _explain(e, saved_model_dir, quantize, calibration, keys) from e
-    if keep_float:
-        model = quantize_except(model, _kept_nodes(model, keep_float, saved_model_dir))
+    if quantize == "int8":
+        kept = _kept_nodes(model, keep_float, saved_model_dir) if keep_float else []
+        model = quantize_except(model, [*kept, *signal_nodes(model)])
+    if quantize in ("dynamic", "int8"):
+        model = share_tied_tables(model)
     if quantize == "int8":
         _check_integer(model, saved_model_dir, keep_float)
     return model
@@ -254,6 +259,7 @@ def _check_integer(model: bytes, saved_model_dir: Path, keep_float: Sequence[str
         op
         for op in float_compute(model, values_only=True)
         if not any(in_layers(name, list(keep_float)) for name in op.output_names)
+        and not all(in_signal(name) for name in op.output_names)
     ]
     if left:
         shown = sorted({f"{op.name} in {op.subgraph} ({_first(op)})" for op in left})

@@ -1,4 +1,5 @@
-"""What a TFLite flatbuffer holds: its ops with their tensor dtypes, and which compute in float.
+"""What a TFLite flatbuffer holds: its ops with their tensor dtypes, which compute in float, and
+its constant buffers (`constants`: what the file's size is made of).
 
 Why: the converter's int8 op set does not stop it from leaving an op without an int8 kernel in
 float32 (TF 2.21 quietly keeps e.g. FLOOR or CUMSUM float under `TFLITE_BUILTINS_INT8`), so
@@ -52,10 +53,7 @@ class Op:
 def ops(model: bytes) -> list[Op]:
     """Every operator of every subgraph, in order."""
     m = schema.Model.GetRootAs(model, 0)
-    names = {}
-    for i in range(m.SignatureDefsLength()):
-        sig = m.SignatureDefs(i)
-        names[sig.SubgraphIndex()] = sig.SignatureKey().decode()
+    names = _signature_keys(m)
     out = []
     for si in range(m.SubgraphsLength()):
         g = m.Subgraphs(si)
@@ -84,6 +82,12 @@ def ops(model: bytes) -> list[Op]:
     return out
 
 
+def _signature_keys(m: schema.Model) -> dict[int, str]:
+    """The signature key of each main subgraph, by subgraph index."""
+    sigs = [m.SignatureDefs(i) for i in range(m.SignatureDefsLength())]
+    return {sig.SubgraphIndex(): sig.SignatureKey().decode() for sig in sigs}
+
+
 def float_compute(model: bytes, values_only: bool = False) -> list[Op]:
     """The ops that do arithmetic on float tensors (anything but `MOVEMENT` with a float input
     or output): empty for a fully integer model. `values_only`: only those that compute on the
@@ -97,3 +101,38 @@ def float_compute(model: bytes, values_only: bool = False) -> list[Op]:
         and _FLOATS & {*op.inputs, *op.outputs}
         and (op.on_values or not values_only)
     ]
+
+
+@dataclass(frozen=True)
+class Constant:
+    """One buffer of constant data and the tensors reading it, in any subgraph: a table a
+    file stores once however many ops and signatures read it."""
+
+    nbytes: int
+    dtype: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+    """`subgraph:tensor` of each tensor whose data it is."""
+
+
+def constants(model: bytes) -> list[Constant]:
+    """The model's constant buffers, largest first (dtype and shape of the first tensor that
+    reads each)."""
+    m = schema.Model.GetRootAs(model, 0)
+    keys = _signature_keys(m)
+    readers: dict[int, list[tuple[str, str, tuple[int, ...]]]] = {}
+    for si in range(m.SubgraphsLength()):
+        g = m.Subgraphs(si)
+        where = keys.get(si) or (g.Name() or b"").decode() or f"subgraph {si}"
+        for ti in range(g.TensorsLength()):
+            t = g.Tensors(ti)
+            shape = tuple(int(n) for n in t.ShapeAsNumpy()) if t.ShapeLength() else ()
+            name = f"{where}:{(t.Name() or b'').decode()}"
+            readers.setdefault(t.Buffer(), []).append((name, _TYPE_NAMES.get(t.Type(), "?"), shape))
+    out = []
+    for bi in range(m.BuffersLength()):
+        nbytes = m.Buffers(bi).DataLength()
+        if nbytes and bi in readers:
+            (_, dtype, shape), *_ = readers[bi]
+            out.append(Constant(nbytes, dtype, shape, tuple(r[0] for r in readers[bi])))
+    return sorted(out, key=lambda c: -c.nbytes)

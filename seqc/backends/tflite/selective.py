@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 from tensorflow.lite.python.convert import mlir_quantize
 
-from seqc.backends.tf.scopes import in_layers
+from seqc.backends.tf.scopes import in_layers, in_signal
 from seqc.backends.tflite.flatbuffer import ops
 
 
@@ -33,6 +33,14 @@ def layer_nodes(model: bytes, layers: Sequence[str]) -> dict[str, list[str]]:
                 if in_layers(name, [layer]):
                     found[layer].append(name)
     return found
+
+
+def signal_nodes(model: bytes) -> list[str]:
+    """The output tensor names of the ops computing a signal of positions alone (the sinusoid,
+    `seqc.backends.tf.scopes.SIGNAL_SCOPE`): every model's int8 leaves them float, because an
+    angle t * f quantized to int8 keeps nothing of the signal, and their inputs are integer
+    positions, not activations with a range."""
+    return [name for op in ops(model) for name in op.output_names if in_signal(name)]
 
 
 def quantize_except(calibrated: bytes, nodes: Sequence[str]) -> bytes:
