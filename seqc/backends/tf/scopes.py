@@ -44,4 +44,8 @@ def in_signal(tensor_name: str) -> bool:
     """Whether a TFLite tensor named `tensor_name` is computed under `SIGNAL_SCOPE` (every part
     of a fused name)."""
     parts = tensor_name.split(";")
-    return all(SIGNAL_SCOPE in part.split("/")[:-1] for part in parts)
+    return all(any(_SIGNAL.fullmatch(s) for s in part.split("/")[:-1]) for part in parts)
+
+
+_SIGNAL = re.compile(rf"{SIGNAL_SCOPE}(_\d+)?")
+"""The scope TF gives a layer's second, third ... signal: `position_signal_1`."""
