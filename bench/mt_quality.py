@@ -209,7 +209,7 @@ def main() -> None:
                 seqc("export", *common, "--format", f, "--quantize", q, "--out", str(export))
         for f, q in ARTIFACTS:
             art = export / f"{f}-{q}"
-            text = seqc("eval", *common[:4], "--split", "test", "--artifact", str(art))
+            text = seqc("eval", *common[:5], "--split", "test", "--artifact", str(art))
             size = model_bytes(art)
             artifact_scores[f"{f}_{q}"] = (
                 figure(text, "test_bleu"),
