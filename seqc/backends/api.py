@@ -203,7 +203,9 @@ class StepFunctions(Protocol):
     outputs moved there once, rather than at every step) and `reorder(caches, parents, axes)`
     (the caches' rows in the order `parents` along each cache's batch axis, done there too).
     Why: at beam 4 and 16 sources a step reads and writes tens of megabytes of caches, and
-    copying them to the host and back cost more than the step's arithmetic."""
+    copying them to the host and back cost more than the step's arithmetic. A runtime whose
+    steps gain from more rows says how many sources to decode together in `batch_sources`
+    (`seqc.run.stepbatch`; one at a time without it)."""
 
     def encode(self, feeds: Arrays) -> dict[str, np.ndarray]: ...
 

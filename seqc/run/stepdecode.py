@@ -219,10 +219,11 @@ class StepDecoder:
         self, strategy: CallValue, sources: list[list[int]], batch: int = 0
     ) -> list[list[int]]:
         """Each source's tokens, as `generate` gives them, several sources a step
-        (`seqc.run.stepbatch`); `batch` 0 takes its default, 1 decodes one at a time."""
-        from seqc.run.stepbatch import DEFAULT_BATCH, decode_all
+        (`seqc.run.stepbatch`); `batch` 0 takes the runtime's own choice (its step functions'
+        `batch_sources`, else one at a time), 1 decodes one at a time."""
+        from seqc.run.stepbatch import decode_all
 
-        return decode_all(self, strategy, sources, batch or DEFAULT_BATCH)
+        return decode_all(self, strategy, sources, batch or getattr(self.fns, "batch_sources", 1))
 
     def _beam(
         self, strategy: CallValue, prompt: list[int], src: Source | None, max_len: int

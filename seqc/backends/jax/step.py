@@ -50,6 +50,9 @@ def _ctx() -> Ctx:
 class JaxStepFunctions:
     """`StepFunctions` (see `seqc.backends.api`) over the jitted encoder and step graphs."""
 
+    batch_sources = 16
+    """Sources `StepDecoder.generate_many` decodes together here (`seqc.run.stepbatch`)."""
+
     def __init__(self, program: StepProgram, params: dict[str, Any]) -> None:
         self.program = program
         self.params = {k: jnp.asarray(v) for k, v in params.items()}

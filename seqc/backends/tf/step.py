@@ -33,6 +33,9 @@ def _function(graph: Graph, params: dict[str, tf.Variable], jit: bool) -> Any:
 class TfStepFunctions:
     """`StepFunctions` (see `seqc.backends.api`) over the traced encoder and step graphs."""
 
+    batch_sources = 16
+    """Sources `StepDecoder.generate_many` decodes together here (`seqc.run.stepbatch`)."""
+
     def __init__(self, program: StepProgram, params: dict[str, Any]) -> None:
         self.program = program
         self.params = {k: tf.Variable(np.asarray(v), trainable=False) for k, v in params.items()}
