@@ -17,7 +17,6 @@ rounding (a near-tie between two beams could in principle break the other way).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -68,7 +67,7 @@ def decode_batch(
     width = int(strategy.args["width"]) if strategy.kind == "beam" else 1
     max_len = int(strategy.args["max_length"])
     length = buffer_length(1 + max_len)
-    memory = _memory(dec, sources, width)
+    memory = dec.encoded(sources, width)
     rows = len(sources) * width
     caches = dec.sig.zero_caches(rows, first_history(1, length))
     logp, caches = dec._step(np.full(rows, dec.bos), 0, memory, caches)
@@ -76,18 +75,6 @@ def decode_batch(
         alpha = float(strategy.args["length_penalty"])
         return _beam(dec, logp, caches, memory, len(sources), width, alpha, max_len, length)
     return _greedy(dec, logp, caches, memory, len(sources), max_len, length)
-
-
-def _memory(dec: StepDecoder, sources: Sequence[list[int]], width: int) -> dict[str, Any]:
-    """The encoder's outputs for the sources, padded to the longest, each repeated `width`
-    times along the batch axis (source i's rows are i*width .. i*width + width - 1)."""
-    longest = max(len(s) for s in sources)
-    ids = np.full((len(sources), longest), dec.pad, np.int32)
-    for i, src in enumerate(sources):
-        ids[i, : len(src)] = src
-    arrays = {"src": ids, "src_mask": ids != dec.pad}
-    feeds = {name: arrays[field] for name, field in dec.sig.encoder_inputs.items()}
-    return dec.repeated(dec.fns.encode(feeds), width)
 
 
 def _greedy(

@@ -14,7 +14,7 @@ A program without a step (a CTC model, `StepSignature.encoder_only`) runs in one
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -119,11 +119,20 @@ class StepDecoder:
             return {}
         if src is None:
             raise ValueError("an encoder-decoder needs a source to decode")
-        if isinstance(src, Mapping):
-            arrays = {k: np.asarray(v)[:1] for k, v in src.items()}
-        else:
-            ids = np.asarray([src], np.int32)
-            arrays = {"src": ids, "src_mask": ids != self.pad}
+        if not isinstance(src, Mapping):
+            return self.encoded([src], rows)
+        arrays = {k: np.asarray(v)[:1] for k, v in src.items()}
+        feeds = {name: arrays[field] for name, field in self.sig.encoder_inputs.items()}
+        return self.repeated(self.fns.encode(feeds), rows)
+
+    def encoded(self, sources: Sequence[list[int]], rows: int) -> dict[str, Any]:
+        """The encoder's outputs for token-id sources, padded to the longest, each repeated
+        `rows` times along the batch axis (source i's rows are i*rows .. i*rows + rows - 1)."""
+        longest = max(len(s) for s in sources)
+        ids = np.full((len(sources), longest), self.pad, np.int32)
+        for i, src in enumerate(sources):
+            ids[i, : len(src)] = src
+        arrays = {"src": ids, "src_mask": ids != self.pad}
         feeds = {name: arrays[field] for name, field in self.sig.encoder_inputs.items()}
         return self.repeated(self.fns.encode(feeds), rows)
 
