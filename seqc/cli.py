@@ -431,6 +431,14 @@ def schema() -> None:
     sys.stdout.write(json.dumps(SpecFile.model_json_schema(), indent=2) + "\n")
 
 
+@app.command()
+def lsp() -> None:
+    """Run the language server over stdio (for an editor's LSP client; see editors/)."""
+    from seqc.lsp.server import serve
+
+    serve()
+
+
 def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Give a command mounted from another module the same error handling as the ones here."""
 
