@@ -27,16 +27,66 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import click
 import typer
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
+from typer.core import TyperGroup
 
 from seqc.run.console import err, out, styled
-from seqc.spec.errors import CheckError, SeqcError
+from seqc.spec.errors import SeqcError, too_deep
+
+HEAVY_COMMANDS = (
+    "data",
+    "train",
+    "eval",
+    "decode",
+    "convert",
+    "average",
+    "export",
+    "place",
+    "calibrate",
+    "launch",
+)
+"""Commands that live with their stage (data preparation, the run commands), in `--help` order.
+
+Their modules pull in numpy, the data pipeline and the backends' plumbing, which `seqc check`
+and `seqc fmt` (run on every save in an editor) should not pay for; they are imported when the
+command line names one of them, or asks for the list of all commands (`seqc --help`). A test
+keeps this tuple equal to `data` plus `seqc.run.commands.COMMANDS`."""
+
+
+@functools.cache
+def _heavy_group() -> Any:
+    """The heavy commands as a click group, built from their modules on first use."""
+    from seqc.data.commands import data_app
+    from seqc.run.commands import COMMANDS
+
+    heavy = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    heavy.add_typer(data_app, name="data", help="Prepare the corpora the examples train on.")
+    for name, fn in COMMANDS.items():
+        heavy.command(name)(_guard(fn))
+    return typer.main.get_command(heavy)
+
+
+class _LazyGroup(TyperGroup):
+    """The top-level group: the commands defined here, plus `HEAVY_COMMANDS` loaded on demand."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        own = super().list_commands(ctx)
+        return [*own, *(n for n in HEAVY_COMMANDS if n not in own)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in HEAVY_COMMANDS:
+            command = _heavy_group().get_command(ctx, cmd_name)
+        return command
+
 
 app = typer.Typer(
     name="seqc",
+    cls=_LazyGroup,
     help="Compile .seq sequence-model specs: check, format, inspect.",
     no_args_is_help=True,
     add_completion=False,
@@ -70,7 +120,7 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
     except RecursionError as e:
         if _state["debug"]:
             traceback.print_exc()
-        _print_error(_too_deep(e, spec))
+        _print_error(too_deep(e, str(spec) if spec is not None else None))
         raise typer.Exit(2) from None
     except typer.Exit:
         raise
@@ -89,37 +139,6 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
             )
         )
         raise typer.Exit(3) from None
-
-
-def _too_deep(e: RecursionError, spec: Path | None) -> SeqcError:
-    """A spec nested past what a pass can recurse through, located as well as can be.
-
-    The parser refuses syntax nested deeper than `MAX_NESTING` and imports chained deeper than
-    `MAX_IMPORT_DEPTH`, each at its line; this is the net under the other passes (user layers
-    that contain each other thousands deep). The place is the innermost source span any frame
-    of the recursion was working on, else the spec file the command was given.
-    """
-    from seqc.spec.ir import Span
-
-    span = None
-    tb = e.__traceback__
-    while tb is not None:  # outermost to innermost: the last span found is the deepest
-        for value in tb.tb_frame.f_locals.values():
-            try:
-                found = value if isinstance(value, Span) else getattr(value, "span", None)
-            except Exception:  # a property that fails: not a node of ours
-                continue
-            if isinstance(found, Span):
-                span = found
-        tb = tb.tb_next
-    return CheckError(
-        "the spec nests too deeply to process",
-        span=span,
-        path=str(spec) if spec is not None else None,
-        code="too-deep",
-        hint="layers, values or imports nest thousands deep: flatten the chain, e.g. with "
-        "`repeat(n)` for a stack of identical layers",
-    )
 
 
 def _print_error(e: SeqcError) -> None:
@@ -448,19 +467,6 @@ def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
         return _run(lambda: fn(*args, **kwargs), spec if isinstance(spec, Path) else None)
 
     return wrapper
-
-
-def _mount() -> None:
-    """Commands that live with their stage: data preparation and the run commands."""
-    from seqc.data.commands import data_app
-    from seqc.run.commands import COMMANDS
-
-    app.add_typer(data_app, name="data", help="Prepare the corpora the examples train on.")
-    for name, fn in COMMANDS.items():
-        app.command(name)(_guard(fn))
-
-
-_mount()
 
 
 # ------------------------------------------------------------------------------------ native logs

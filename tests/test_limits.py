@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from seqc.cli import _too_deep, app
+from seqc.cli import app
 from seqc.compiler.check import check_program
 from seqc.compiler.graph import MAX_GRAPH_OPS
 from seqc.compiler.graph_report import MAX_ROWS
 from seqc.resolve.program import MAX_IMPORT_DEPTH, load_program
-from seqc.spec.errors import EXCERPT_WIDTH, TEXT_WIDTH, SeqcError
+from seqc.spec.errors import EXCERPT_WIDTH, TEXT_WIDTH, SeqcError, too_deep
 from seqc.spec.ir import Span
 from seqc.spec.parser import MAX_NESTING, parse_text
 
@@ -156,7 +156,7 @@ def test_recursion_fallback_points_at_the_deepest_span() -> None:
     try:
         recurse(0)
     except RecursionError as e:
-        err = _too_deep(e, Path("main.seq"))
+        err = too_deep(e, "main.seq")
     assert (err.code, err.span) == ("too-deep", deepest)
 
 

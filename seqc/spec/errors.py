@@ -218,3 +218,33 @@ def unloadable_model(path: object, runtime: str, error: BaseException) -> FileEr
         hint="the file is truncated or is not a model this runtime reads; export the artifact "
         "again (seqc export SPEC -e EXP --run-dir RUN --format FORMAT)",
     )
+
+
+def too_deep(e: RecursionError, path: str | None) -> SeqcError:
+    """A spec nested past what a pass can recurse through, located as well as can be.
+
+    The parser refuses syntax nested deeper than `MAX_NESTING` and imports chained deeper than
+    `MAX_IMPORT_DEPTH`, each at its line; this is the net under the other passes (user layers
+    that contain each other thousands deep). The place is the innermost source span any frame
+    of the recursion was working on, else `path` (the spec file a command was given). The CLI
+    and the language server both put it under every pass.
+    """
+    span = None
+    tb = e.__traceback__
+    while tb is not None:  # outermost to innermost: the last span found is the deepest
+        for value in tb.tb_frame.f_locals.values():
+            try:
+                found = value if isinstance(value, Span) else getattr(value, "span", None)
+            except Exception:  # a property that fails: not a node of ours
+                continue
+            if isinstance(found, Span):
+                span = found
+        tb = tb.tb_next
+    return CheckError(
+        "the spec nests too deeply to process",
+        span=span,
+        path=path,
+        code="too-deep",
+        hint="layers, values or imports nest thousands deep: flatten the chain, e.g. with "
+        "`repeat(n)` for a stack of identical layers",
+    )

@@ -10,28 +10,56 @@ import bisect
 import contextlib
 import functools
 import gc
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lark import Lark, Token, Tree
-from lark.exceptions import (
-    UnexpectedCharacters,
-    UnexpectedEOF,
-    UnexpectedInput,
-    UnexpectedToken,
-)
-
-from seqc.spec import ir
+from seqc.spec import ir, parse_cache
 from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source, shows_source
+from seqc.spec.ir import trusted
+
+if TYPE_CHECKING:  # lark is imported on the first parse: a parse-cache hit never needs it
+    from lark import Lark, Token, Tree
+    from lark.exceptions import UnexpectedInput
 
 SUPPORTED_VERSIONS = (1,)
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 
+_LOCK = threading.Lock()
+"""One parse at a time per process: the transformer is bound to the parser and holds the state
+(file name, comments) of the parse in progress."""
+
+
 @functools.cache
 def _lark() -> Lark:
+    """The LALR parser, which builds the IR as it reduces (no parse tree in between).
+
+    Lark's analysis of the grammar is cached on disk beside the parse cache (`cache=`; Lark keys
+    the file by the grammar text, its options and Lark's version, and rebuilds it when stale or
+    unreadable)."""
+    from lark import Lark
+
+    builder = _ToIR()
+    lark = Lark(
+        GRAMMAR.read_text(),
+        parser="lalr",
+        start=["start", "expr"],
+        maybe_placeholders=True,
+        transformer=builder,
+        cache=parse_cache.grammar_cache_file() or False,
+    )
+    _locate(lark, builder)
+    return lark
+
+
+@functools.cache
+def _tree_lark() -> Lark:
+    """A parser that builds a tree with positions: only to locate a `too-deep` error."""
+    from lark import Lark
+
     return Lark(
         GRAMMAR.read_text(),
         parser="lalr",
@@ -39,6 +67,92 @@ def _lark() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
     )
+
+
+class _Located:
+    """A value on Lark's stack with where it was written and how deeply it nests."""
+
+    __slots__ = ("depth", "end", "start", "value")
+
+    def __init__(self, value: Any, start: Any, end: Any, depth: int) -> None:
+        self.value, self.start, self.end, self.depth = value, start, end, depth
+
+
+def _locate(lark: Lark, builder: _ToIR) -> None:
+    """Wrap each rule's callback so the builder knows the span of what it reduces.
+
+    Lark gives an inline transformer no `meta`, so each callback's raw children (tokens, and the
+    values reduced before, anonymous tokens such as `{` included) say where the rule starts and
+    ends, as `propagate_positions` would. The wrapper also counts nesting (`MAX_NESTING`) and
+    keeps the first semantic error for after the parse, so that a syntax error later in the file
+    is still the one reported, as when the tree was built first.
+    """
+    from lark.grammar import Rule
+
+    callbacks = lark._callbacks  # shared with the LALR parser: replaced in place
+    for rule, fn in list(callbacks.items()):
+        if isinstance(rule, Rule):
+            name = rule.alias or rule.origin.name
+            inlined = bool(rule.options.expand1 and not rule.alias)
+            callbacks[rule] = _located(fn, builder, name in _NESTING_RULES, inlined)
+
+
+def _located(
+    fn: Callable[[list[Any]], Any], builder: _ToIR, nests: bool, inlined: bool
+) -> Callable[..., Any]:
+    def callback(children: list[Any]) -> _Located:
+        if inlined and len(children) == 1 and type(children[0]) is _Located:
+            return children[0]  # a `?rule` with one child is that child (`expr` -> `sum` -> ...)
+        start = end = None
+        depth = 0
+        values = []
+        for c in children:
+            if type(c) is _Located:
+                if c.start is not None:
+                    if start is None:
+                        start = c.start
+                    end = c.end
+                if c.depth > depth:
+                    depth = c.depth
+                values.append(c.value)
+            else:  # a token
+                if start is None:
+                    start = (c.line, c.column)
+                end = (c.end_line, c.end_column)
+                values.append(c)
+        value = None
+        if builder.error is None:  # after an error, only the syntax and the nesting are checked
+            builder.here = (start, end)
+            try:
+                value = fn(values)
+            except ParseError as e:
+                builder.error = e
+        return _Located(value, start, end, depth + 1 if nests else depth)
+
+    return callback
+
+
+def _parse(text: str, filename: str, start: str) -> Any:
+    """Parse `text` from the grammar's rule `start` into IR; raise the first error in the text."""
+    from lark.exceptions import UnexpectedInput
+
+    lark = _lark()
+    with _LOCK:
+        builder: _ToIR = lark.options.transformer
+        builder.begin(filename, _comments(text) if start == "start" else [], text)
+        try:
+            located = lark.parse(text, start=start)
+        except UnexpectedInput as e:
+            err = _syntax_error(e, text, filename)
+            raise (_unquoted(err) if start == "start" else _in_value(err)) from None
+        finally:
+            error, builder.error = builder.error, None
+            builder.begin("", [], "")
+    if located.depth > MAX_NESTING:
+        _check_nesting(_tree_lark().parse(text, start=start), filename)
+    if error is not None:
+        raise error
+    return located.value
 
 
 def parse_file(path: str | Path) -> ir.SpecFile:
@@ -58,7 +172,14 @@ def parse_file(path: str | Path) -> ir.SpecFile:
         ) from None
     except OSError as e:
         raise FileError(f"cannot read {p}: {e.strerror}", path=str(p), code="unreadable") from None
-    return parse_text(text, str(p))
+    filename = str(p)
+    cached = parse_cache.load(text, filename)
+    if cached is not None:
+        remember_source(filename, text)  # as a parse would: later passes quote the file
+        return cached
+    spec = parse_text(text, filename)  # a file that does not parse raises here: never cached
+    parse_cache.store(text, filename, spec)
+    return spec
 
 
 @contextlib.contextmanager
@@ -84,12 +205,7 @@ def gc_paused() -> Iterator[None]:
 def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
     remember_source(filename, text)
     with gc_paused():
-        try:
-            tree = _lark().parse(text, start="start")
-        except UnexpectedInput as e:
-            raise _unquoted(_syntax_error(e, text, filename)) from None
-        _check_nesting(tree, filename)
-        spec = _ToIR(filename, _comments(text), text).transform(tree)
+        spec: ir.SpecFile = _parse(text, filename, "start")
     if spec.version not in SUPPORTED_VERSIONS:
         raise ParseError(
             f"unsupported language version {spec.version}",
@@ -104,17 +220,16 @@ def parse_text(text: str, filename: str = "<string>") -> ir.SpecFile:
 def parse_expr(text: str, filename: str) -> ir.Expr:
     """Parse one expression (the value of a `--set path=value` override)."""
     remember_source(filename, text)
-    try:
-        tree = _lark().parse(text, start="expr")
-    except UnexpectedInput as e:
-        err = _syntax_error(e, text, filename)
-        # A value ends where the argument ends; "end of file" would puzzle on a command line.
-        err.message = err.message.replace("end of file", "end of the value")
-        err.found = err.found.replace("end of file", "end of the value") if err.found else None
-        err.hint = None
-        raise err from None
-    _check_nesting(tree, filename)
-    return _ToIR(filename, [], text).transform(tree)
+    return _parse(text, filename, "expr")
+
+
+def _in_value(err: ParseError) -> ParseError:
+    """A syntax error in a `--set` value: the value ends where the argument ends, and "end of
+    file" would puzzle on a command line."""
+    err.message = err.message.replace("end of file", "end of the value")
+    err.found = err.found.replace("end of file", "end of the value") if err.found else None
+    err.hint = None
+    return err
 
 
 # ------------------------------------------------------------------------------------ nesting
@@ -139,6 +254,8 @@ _NESTING_RULES = frozenset(
 
 def _check_nesting(tree: Tree, filename: str) -> None:
     """Raise a located `too-deep` error if the tree nests more than `MAX_NESTING` levels."""
+    from lark import Tree
+
     stack: list[tuple[Tree, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
@@ -159,6 +276,8 @@ def _check_nesting(tree: Tree, filename: str) -> None:
 def _nesting_span(node: Tree, filename: str) -> ir.Span | None:
     """Where a node starts, or its operator or name: left-nested chains (`a + b + c`,
     `f()()`, `a.b.c`) start every level at the same column, but each has its own operator."""
+    from lark import Token, Tree
+
     marks = [c for c in node.children if isinstance(c, Token) and c.line is not None]
     if node.data in ("binop", "attr") and marks:
         tok = marks[-1]
@@ -175,6 +294,8 @@ def _nesting_span(node: Tree, filename: str) -> ir.Span | None:
 
 def _comments(text: str) -> list[Token]:
     """Comment tokens, found by a string-aware scan (the grammar's lexer drops them)."""
+    from lark import Token
+
     out: list[Token] = []
     line, col, i, n = 1, 1, 0, len(text)
     in_string = False
@@ -275,6 +396,8 @@ def _unquoted(err: ParseError) -> ParseError:
 
 
 def _syntax_error(e: UnexpectedInput, text: str, filename: str) -> ParseError:
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     if isinstance(e, UnexpectedCharacters):
         line, col = e.line, e.column
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
@@ -403,46 +526,38 @@ def _number(tok: Token, span: ir.Span | None = None) -> int | float:
 
 
 class _ToIR:
-    """Builds IR nodes bottom-up; each rule's method receives (meta, transformed children).
+    """Builds IR nodes bottom-up as Lark reduces each rule; a rule's method receives its
+    children (tokens and the nodes built for its sub-rules) and reads its span from `here`.
 
-    A plain recursive walk rather than lark's `Transformer`: lark wraps every callback per
-    call, which cost about a quarter of the front end's time on a 1,000-layer spec.
+    Lark calls these methods while it parses (`Lark(transformer=...)`), so no parse tree is
+    built; nodes are made with `ir.trusted`: the grammar already guarantees their types.
     """
 
-    def transform(self, tree: Tree) -> Any:
-        methods: dict[str, Any] = {}
+    def __init__(self) -> None:
+        self.begin("", [], "")
+        self.error: ParseError | None = None
 
-        def walk(node: Any) -> Any:
-            if not isinstance(node, Tree):
-                return node
-            children = [walk(c) for c in node.children]
-            fn = methods.get(node.data)
-            if fn is None:
-                fn = methods[node.data] = getattr(self, str(node.data))
-            return fn(node.meta, children)
-
-        return walk(tree)
-
-    def __init__(self, filename: str, comments: list[Token], text: str) -> None:
+    def begin(self, filename: str, comments: list[Token], text: str) -> None:
+        """Start on a new text: Lark calls the rule methods of this one object for every parse."""
         self.file = filename
         self.comments = [_Comment(c.line, c.column, str(c)) for c in comments]
         self.comment_pos = [(c.line, c.col) for c in self.comments]  # sorted: found in order
-        self.blank = [not line.strip() for line in text.split("\n")]
+        self.blank = [not line.strip() for line in text.split("\n")] if text else []
+        self.here: tuple[Any, Any] = (None, None)
 
     # -- helpers
-    def _span(self, meta: Any) -> ir.Span | None:
-        if getattr(meta, "empty", True):
+    def _span(self) -> ir.Span | None:
+        """The span of the rule being reduced, from the first to the last of its tokens."""
+        start, end = self.here
+        if start is None:
             return None
-        return ir.Span(
-            file=self.file,
-            line=meta.line,
-            col=meta.column,
-            end_line=meta.end_line,
-            end_col=meta.end_column,
+        return trusted(
+            ir.Span, file=self.file, line=start[0], col=start[1], end_line=end[0], end_col=end[1]
         )
 
     def _tok_span(self, tok: Token) -> ir.Span:
-        return ir.Span(
+        return trusted(
+            ir.Span,
             file=self.file,
             line=tok.line,
             col=tok.column,
@@ -516,7 +631,7 @@ class _ToIR:
         return out, self._with_blanks(rest, rest[-1].line if rest else 0)
 
     # -- top level
-    def start(self, meta: Any, children: list[Any]) -> ir.SpecFile:
+    def start(self, children: list[Any]) -> ir.SpecFile:
         header, *rest = children
         version, header_span = header
         imports = [c for c in rest if isinstance(c, ir.Import)]
@@ -524,7 +639,8 @@ class _ToIR:
         header_comments = [c.text for c in self._take((0, 0), _pos(header_span))]
         header_end = _end(header_span)  # a comment after `seqc 1` on its line is kept too
         stmts, end = self._attach([*imports, *decls], header_end, (10**9, 0))
-        return ir.SpecFile(
+        return trusted(
+            ir.SpecFile,
             span=header_span,
             path=self.file,
             version=version,
@@ -539,89 +655,90 @@ class _ToIR:
             end_comments=tuple(end),
         )
 
-    def header(self, meta: Any, children: list[Any]) -> tuple[int, ir.Span | None]:
+    def header(self, children: list[Any]) -> tuple[int, ir.Span | None]:
         (num,) = children
         value = _number(num)
         if not float(value).is_integer():  # `seqc 1.5`: say what was written, not a placeholder
             raise ParseError(
                 f"unsupported language version {num}",
-                span=self._span(meta),
+                span=self._span(),
                 code="bad-version",
                 expected=" or ".join(f"seqc {v}" for v in SUPPORTED_VERSIONS),
                 found=f"seqc {num}",
             )
-        return int(value), self._span(meta)
+        return int(value), self._span()
 
-    def import_stmt(self, meta: Any, children: list[Any]) -> ir.Import:
-        return ir.Import(span=self._span(meta), path=_unescape(str(children[0])))
+    def import_stmt(self, children: list[Any]) -> ir.Import:
+        return trusted(ir.Import, span=self._span(), path=_unescape(str(children[0])))
 
-    def input_decl(self, meta: Any, children: list[Any]) -> ir.InputDecl:
+    def input_decl(self, children: list[Any]) -> ir.InputDecl:
         name, body = children
-        return ir.InputDecl(span=self._span(meta), name=str(name), body=body)
+        return trusted(ir.InputDecl, span=self._span(), name=str(name), body=body)
 
-    def task_decl(self, meta: Any, children: list[Any]) -> ir.TaskDecl:
+    def task_decl(self, children: list[Any]) -> ir.TaskDecl:
         name, body = children
-        return ir.TaskDecl(span=self._span(meta), name=str(name), body=body)
+        return trusted(ir.TaskDecl, span=self._span(), name=str(name), body=body)
 
-    def experiment_decl(self, meta: Any, children: list[Any]) -> ir.ExperimentDecl:
+    def experiment_decl(self, children: list[Any]) -> ir.ExperimentDecl:
         (name, _), extends, body = children
         ext_name, ext_span = extends if extends is not None else (None, None)
-        return ir.ExperimentDecl(
-            span=self._span(meta),
+        return trusted(
+            ir.ExperimentDecl,
+            span=self._span(),
             name=name,
             extends=ext_name,
             extends_span=ext_span,
             body=body,
         )
 
-    def extends(self, meta: Any, children: list[Any]) -> tuple[str, ir.Span | None]:
+    def extends(self, children: list[Any]) -> tuple[str, ir.Span | None]:
         return children[0]
 
-    def dotted(self, meta: Any, children: list[Any]) -> tuple[str, ir.Span | None]:
-        return ".".join(str(c) for c in children), self._span(meta)
+    def dotted(self, children: list[Any]) -> tuple[str, ir.Span | None]:
+        return ".".join(str(c) for c in children), self._span()
 
     # -- bodies
-    def body(self, meta: Any, children: list[Any]) -> ir.Body:
+    def body(self, children: list[Any]) -> ir.Body:
         doc = children[0] if children and isinstance(children[0], str) else None
         items = [c for c in children if not isinstance(c, str)]
-        span = self._span(meta)
+        span = self._span()
         items, end = self._attach(items, _pos(span), _end(span))
-        return ir.Body(span=span, doc=doc, items=tuple(items), end_comments=tuple(end))
+        return trusted(ir.Body, span=span, doc=doc, items=tuple(items), end_comments=tuple(end))
 
-    def doc(self, meta: Any, children: list[Any]) -> str:
+    def doc(self, children: list[Any]) -> str:
         return _unescape(str(children[0]))
 
-    def assign(self, meta: Any, children: list[Any]) -> ir.Assign:
+    def assign(self, children: list[Any]) -> ir.Assign:
         (path, _), value = children
-        return ir.Assign(span=self._span(meta), path=tuple(path.split(".")), value=value)
+        return trusted(ir.Assign, span=self._span(), path=tuple(path.split(".")), value=value)
 
-    def block(self, meta: Any, children: list[Any]) -> ir.Block:
+    def block(self, children: list[Any]) -> ir.Block:
         name, body = children
-        return ir.Block(span=self._span(meta), name=str(name), body=body)
+        return trusted(ir.Block, span=self._span(), name=str(name), body=body)
 
-    def call_stmt(self, meta: Any, children: list[Any]) -> ir.CallStmt:
+    def call_stmt(self, children: list[Any]) -> ir.CallStmt:
         (path, path_span), *args = children
         func: ir.Expr | None = None
         for part in path.split("."):
             func = (
-                ir.Name(span=path_span, id=part)
+                trusted(ir.Name, span=path_span, id=part)
                 if func is None
-                else ir.Attr(span=path_span, obj=func, name=part)
+                else trusted(ir.Attr, span=path_span, obj=func, name=part)
             )
-        call = self._make_call(self._span(meta), func, [a for a in args if a is not None])
-        return ir.CallStmt(span=self._span(meta), call=call)
+        call = self._make_call(self._span(), func, [a for a in args if a is not None])
+        return trusted(ir.CallStmt, span=self._span(), call=call)
 
     # -- layers
-    def layer_kind(self, meta: Any, children: list[Any]) -> str:
+    def layer_kind(self, children: list[Any]) -> str:
         return str(children[0])
 
-    def layer_decl(self, meta: Any, children: list[Any]) -> ir.LayerDecl:
+    def layer_decl(self, children: list[Any]) -> ir.LayerDecl:
         kind, name, *rest = children
         # `params?` leaves no placeholder: a layer written without parentheses has no tuple here.
         params = rest.pop(0) if rest and isinstance(rest[0], tuple) else None
         doc = rest[0] if rest and isinstance(rest[0], str) else None
         items = [r for r in rest if not isinstance(r, str) and r is not None]
-        span = self._span(meta)
+        span = self._span()
         params_list, params_span = params if params is not None else ([], None)
         # From the `(`: comments left in the param list (before its `)`) go to the body, not away.
         lo = _pos(params_span) if params_span else _pos(span)
@@ -634,7 +751,8 @@ class _ToIR:
                 code="duplicate-forward",
                 hint="merge the two bodies",
             )
-        return ir.LayerDecl(
+        return trusted(
+            ir.LayerDecl,
             span=span,
             kind=kind,
             name=str(name),
@@ -646,17 +764,18 @@ class _ToIR:
             end_comments=tuple(end),
         )
 
-    def params(self, meta: Any, children: list[Any]) -> tuple[list[ir.Param], ir.Span | None]:
-        span = self._span(meta)
+    def params(self, children: list[Any]) -> tuple[list[ir.Param], ir.Span | None]:
+        span = self._span()
         # Comments after the last param stay unclaimed here; `layer_decl` gives them to its body.
         params = [c for c in children if c is not None]
         items, _ = self._attach(params, _pos(span), _end(span), claim_rest=False)
         return [p.model_copy(update={"blank_before": False}) for p in items], span
 
-    def param(self, meta: Any, children: list[Any]) -> ir.Param:
+    def param(self, children: list[Any]) -> ir.Param:
         name, type_, range_, default, doc = children
-        return ir.Param(
-            span=self._span(meta),
+        return trusted(
+            ir.Param,
+            span=self._span(),
             name=str(name),
             type=type_,
             range=range_,
@@ -664,15 +783,16 @@ class _ToIR:
             doc=_unescape(str(doc)) if doc is not None else None,
         )
 
-    def range(self, meta: Any, children: list[Any]) -> ir.RangeExpr:
-        span = self._span(meta)
+    def range(self, children: list[Any]) -> ir.RangeExpr:
+        span = self._span()
         if len(children) == 2:  # `> 0`
             op, bound = str(children[0]), children[1]
             if op.startswith(">"):
-                return ir.RangeExpr(span=span, low=bound, low_open=op == ">")
-            return ir.RangeExpr(span=span, high=bound, high_open=op == "<")
+                return trusted(ir.RangeExpr, span=span, low=bound, low_open=op == ">")
+            return trusted(ir.RangeExpr, span=span, high=bound, high_open=op == "<")
         _, open_, low, _, high, close = children  # `in [0, 1)`
-        return ir.RangeExpr(
+        return trusted(
+            ir.RangeExpr,
             span=span,
             low=low,
             high=high,
@@ -681,20 +801,20 @@ class _ToIR:
             interval=True,
         )
 
-    def bound(self, meta: Any, children: list[Any]) -> ir.Number:
+    def bound(self, children: list[Any]) -> ir.Number:
         *sign, tok = children
         text = "-" * len(sign) + str(tok)
         value = _number(tok, self._tok_span(tok))
-        return ir.Number(span=self._span(meta), value=-value if sign else value, text=text)
+        return trusted(ir.Number, span=self._span(), value=-value if sign else value, text=text)
 
-    def sublayer(self, meta: Any, children: list[Any]) -> ir.SubLayer:
+    def sublayer(self, children: list[Any]) -> ir.SubLayer:
         name, repeat, call = children
-        return ir.SubLayer(span=self._span(meta), name=str(name), call=call, repeat=repeat)
+        return trusted(ir.SubLayer, span=self._span(), name=str(name), call=call, repeat=repeat)
 
-    def repeat(self, meta: Any, children: list[Any]) -> ir.Expr:
+    def repeat(self, children: list[Any]) -> ir.Expr:
         return children[0]
 
-    def forward(self, meta: Any, children: list[Any]) -> ir.Forward:
+    def forward(self, children: list[Any]) -> ir.Forward:
         fparams: list[ir.FParam] = []
         returns: tuple[list[ir.TypeExpr], bool] = ([], False)
         stmts: list[Any] = []
@@ -705,9 +825,10 @@ class _ToIR:
                 returns = c
             elif c is not None:
                 stmts.append(c)
-        span = self._span(meta)
+        span = self._span()
         stmts, end = self._attach(stmts, _pos(span), _end(span))
-        return ir.Forward(
+        return trusted(
+            ir.Forward,
             span=span,
             params=tuple(fparams),
             returns=tuple(returns[0]),
@@ -716,75 +837,80 @@ class _ToIR:
             end_comments=tuple(end),
         )
 
-    def fparam(self, meta: Any, children: list[Any]) -> ir.FParam:
+    def fparam(self, children: list[Any]) -> ir.FParam:
         name, type_ = children
-        return ir.FParam(span=self._span(meta), name=str(name), type=type_)
+        return trusted(ir.FParam, span=self._span(), name=str(name), type=type_)
 
-    def returns(self, meta: Any, children: list[Any]) -> tuple[list[ir.TypeExpr], bool]:
-        parenthesized = len(children) > 1 or self._source_starts_with_paren(meta)
+    def returns(self, children: list[Any]) -> tuple[list[ir.TypeExpr], bool]:
+        parenthesized = len(children) > 1 or self._source_starts_with_paren()
         return [c for c in children if c is not None], parenthesized
 
-    def _source_starts_with_paren(self, meta: Any) -> bool:
+    def _source_starts_with_paren(self) -> bool:
         from seqc.spec.errors import source_line
 
-        line = source_line(self.file, meta.line) or ""
-        return line[meta.column - 1 : meta.column] == "("
+        (line_no, col), _ = self.here
+        line = source_line(self.file, line_no) or ""
+        return line[col - 1 : col] == "("
 
-    def let_stmt(self, meta: Any, children: list[Any]) -> ir.Let:
+    def let_stmt(self, children: list[Any]) -> ir.Let:
         name, value = children
-        return ir.Let(span=self._span(meta), name=str(name), value=value)
+        return trusted(ir.Let, span=self._span(), name=str(name), value=value)
 
-    def return_stmt(self, meta: Any, children: list[Any]) -> ir.Return:
-        return ir.Return(span=self._span(meta), values=tuple(children))
+    def return_stmt(self, children: list[Any]) -> ir.Return:
+        return trusted(ir.Return, span=self._span(), values=tuple(children))
 
     # -- types
-    def type_expr(self, meta: Any, children: list[Any]) -> ir.TypeExpr:
+    def type_expr(self, children: list[Any]) -> ir.TypeExpr:
         name, *args = children
         has_args = not (len(args) == 1 and args[0] is None)
-        return ir.TypeExpr(
-            span=self._span(meta),
+        return trusted(
+            ir.TypeExpr,
+            span=self._span(),
             name=str(name),
             args=tuple(args) if has_args else None,
         )
 
     # -- expressions
-    def number(self, meta: Any, children: list[Any]) -> ir.Number:
+    def number(self, children: list[Any]) -> ir.Number:
         (tok,) = children
-        return ir.Number(
-            span=self._tok_span(tok), value=_number(tok, self._tok_span(tok)), text=str(tok)
+        return trusted(
+            ir.Number,
+            span=self._tok_span(tok),
+            value=_number(tok, self._tok_span(tok)),
+            text=str(tok),
         )
 
-    def string(self, meta: Any, children: list[Any]) -> ir.String:
+    def string(self, children: list[Any]) -> ir.String:
         (tok,) = children
-        return ir.String(span=self._tok_span(tok), value=_unescape(str(tok)))
+        return trusted(ir.String, span=self._tok_span(tok), value=_unescape(str(tok)))
 
-    def true(self, meta: Any, children: list[Any]) -> ir.Bool:
-        return ir.Bool(span=self._span(meta), value=True)
+    def true(self, children: list[Any]) -> ir.Bool:
+        return trusted(ir.Bool, span=self._span(), value=True)
 
-    def false(self, meta: Any, children: list[Any]) -> ir.Bool:
-        return ir.Bool(span=self._span(meta), value=False)
+    def false(self, children: list[Any]) -> ir.Bool:
+        return trusted(ir.Bool, span=self._span(), value=False)
 
-    def none(self, meta: Any, children: list[Any]) -> ir.NoneLit:
-        return ir.NoneLit(span=self._span(meta))
+    def none(self, children: list[Any]) -> ir.NoneLit:
+        return trusted(ir.NoneLit, span=self._span())
 
-    def name(self, meta: Any, children: list[Any]) -> ir.Name:
+    def name(self, children: list[Any]) -> ir.Name:
         (tok,) = children
-        return ir.Name(span=self._tok_span(tok), id=str(tok))
+        return trusted(ir.Name, span=self._tok_span(tok), id=str(tok))
 
-    def attr(self, meta: Any, children: list[Any]) -> ir.Attr:
+    def attr(self, children: list[Any]) -> ir.Attr:
         obj, name = children
-        return ir.Attr(span=self._span(meta), obj=obj, name=str(name))
+        return trusted(ir.Attr, span=self._span(), obj=obj, name=str(name))
 
-    def binop(self, meta: Any, children: list[Any]) -> ir.BinOp:
+    def binop(self, children: list[Any]) -> ir.BinOp:
         left, op, right = children
-        return ir.BinOp(span=self._span(meta), op=str(op), left=left, right=right)
+        return trusted(ir.BinOp, span=self._span(), op=str(op), left=left, right=right)
 
-    def neg(self, meta: Any, children: list[Any]) -> ir.Neg:
-        return ir.Neg(span=self._span(meta), operand=children[0])
+    def neg(self, children: list[Any]) -> ir.Neg:
+        return trusted(ir.Neg, span=self._span(), operand=children[0])
 
-    def call(self, meta: Any, children: list[Any]) -> ir.Call:
+    def call(self, children: list[Any]) -> ir.Call:
         func, *args = children
-        return self._make_call(self._span(meta), func, [a for a in args if a is not None])
+        return self._make_call(self._span(), func, [a for a in args if a is not None])
 
     def _make_call(self, span: ir.Span | None, func: Any, args: list[Any]) -> ir.Call:
         positional: list[Any] = []
@@ -807,13 +933,13 @@ class _ToIR:
                 )
             else:
                 positional.append(a)
-        return ir.Call(span=span, func=func, args=tuple(positional), kwargs=tuple(kwargs))
+        return trusted(ir.Call, span=span, func=func, args=tuple(positional), kwargs=tuple(kwargs))
 
-    def kwarg(self, meta: Any, children: list[Any]) -> ir.KwArg:
+    def kwarg(self, children: list[Any]) -> ir.KwArg:
         name, value = children
-        return ir.KwArg(span=self._span(meta), name=str(name), value=value)
+        return trusted(ir.KwArg, span=self._span(), name=str(name), value=value)
 
-    def replicate(self, meta: Any, children: list[Any]) -> ir.Replicate:
+    def replicate(self, children: list[Any]) -> ir.Replicate:
         tok, value = children
         count = _number(tok, self._tok_span(tok))
         if not isinstance(count, int) or count < 1:
@@ -823,12 +949,14 @@ class _ToIR:
                 code="bad-count",
                 found=str(tok),
             )
-        return ir.Replicate(span=self._span(meta), count=count, value=value)
+        return trusted(ir.Replicate, span=self._span(), count=count, value=value)
 
-    def list(self, meta: Any, children: list[Any]) -> ir.ListExpr:
-        return ir.ListExpr(span=self._span(meta), items=tuple(c for c in children if c is not None))
+    def list(self, children: list[Any]) -> ir.ListExpr:
+        return trusted(
+            ir.ListExpr, span=self._span(), items=tuple(c for c in children if c is not None)
+        )
 
-    def map(self, meta: Any, children: list[Any]) -> ir.MapExpr:
+    def map(self, children: list[Any]) -> ir.MapExpr:
         entries = [c for c in children if c is not None]
         seen: dict[Any, ir.MapEntry] = {}
         for e in entries:
@@ -839,9 +967,9 @@ class _ToIR:
                     code="duplicate-key",
                 )
             seen[e.key] = e
-        return ir.MapExpr(span=self._span(meta), entries=tuple(entries))
+        return trusted(ir.MapExpr, span=self._span(), entries=tuple(entries))
 
-    def pair(self, meta: Any, children: list[Any]) -> ir.MapEntry:
+    def pair(self, children: list[Any]) -> ir.MapEntry:
         key, value = children
         if isinstance(key, ir.Name):
             k: str | int | float = key.id
@@ -850,4 +978,4 @@ class _ToIR:
             k, quoted = key.value, True
         else:
             k, quoted = key.value, False
-        return ir.MapEntry(span=self._span(meta), key=k, key_quoted=quoted, value=value)
+        return trusted(ir.MapEntry, span=self._span(), key=k, key_quoted=quoted, value=value)

@@ -1,0 +1,161 @@
+"""A content-hash cache of parsed spec files, like Python's `.pyc`.
+
+`parse_file` asks here before it parses: an entry holds the IR of one file, valid while the
+file's text, the grammar and the front end's source (parser, IR, this module) are unchanged,
+so a program whose files did not change loads without parsing. One entry per path, replaced
+when the file changes, under `$XDG_CACHE_HOME/seqc/parse/` (default `~/.cache/seqc/parse/`).
+`SEQC_PARSE_CACHE` names another folder, or `off` turns the cache off.
+
+The cache is an optimisation and never an error: an entry that is missing, stale, truncated or
+unreadable is ignored (and rebuilt by the next parse); a folder that cannot be written is
+skipped. Entries are written to a temporary file and renamed, so a reader never sees half of
+one. A file with a syntax error is never cached (its parse raises before `store`).
+
+The IR is pickled; nodes are restored with `ir.trusted` rather than pydantic's `__setstate__`,
+which made loading a large program twice as slow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from seqc.spec import ir
+
+ENV = "SEQC_PARSE_CACHE"
+"""A folder for the cache, or `off` (also `0`, `false`, `no`, or empty) to disable it."""
+
+FORMAT = b"seqc-parse-1\n"
+"""The first bytes of an entry; bumped if the entry layout changes."""
+
+_OFF = {"", "0", "off", "false", "no"}
+_FRONT_END = ("grammar.lark", "parser.py", "ir.py", "parse_cache.py")
+"""Files whose text keys every entry: a change to any of them invalidates the cache, without
+relying on a version number being bumped while the front end is worked on."""
+
+
+def cache_dir() -> Path | None:
+    """The folder of parse entries, or None when the cache is off."""
+    setting = os.environ.get(ENV)
+    if setting is not None:
+        return None if setting.strip().lower() in _OFF else Path(setting).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "seqc" / "parse"
+
+
+def grammar_cache_file() -> str | None:
+    """Where Lark keeps its analysis of the grammar (Lark checks it against the grammar)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return str(folder / f"grammar-{_salt().hex()[:16]}.lark")
+
+
+@functools.cache
+def _salt() -> bytes:
+    """The digest of the front end's source and Python's version: part of every entry's key."""
+    h = hashlib.sha256(FORMAT + repr(sys.version_info[:2]).encode())
+    here = Path(__file__).parent
+    for name in _FRONT_END:
+        try:
+            h.update((here / name).read_bytes())
+        except OSError:
+            h.update(b"?")
+    return h.digest()
+
+
+def _paths(filename: str) -> tuple[Path, Path] | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    name = hashlib.sha256(_salt() + os.path.abspath(filename).encode()).hexdigest()[:32]
+    return folder, folder / f"{name}.ir"
+
+
+def _key(text: str, filename: str) -> bytes:
+    """The entry's key: the file's name (spans name it) and bytes, under the front end's salt."""
+    return hashlib.sha256(_salt() + filename.encode() + b"\0" + text.encode()).digest()
+
+
+def load(text: str, filename: str) -> ir.SpecFile | None:
+    """The cached IR of this text at this path, or None when there is no valid entry."""
+    paths = _paths(filename)
+    if paths is None:
+        return None
+    try:
+        data = paths[1].read_bytes()
+    except (OSError, ValueError):
+        return None
+    head = FORMAT + _key(text, filename)
+    if not data.startswith(head):
+        return None
+    was_enabled = gc.isenabled()
+    gc.disable()  # as while parsing (`parser.gc_paused`): the collector would rescan every node
+    try:
+        spec = pickle.loads(memoryview(data)[len(head) :])
+    except Exception:  # truncated, corrupt, or written by a different layout: parse instead
+        return None
+    finally:
+        if was_enabled:
+            gc.freeze()
+            gc.enable()
+    return spec if isinstance(spec, ir.SpecFile) else None
+
+
+def store(text: str, filename: str, spec: ir.SpecFile) -> None:
+    """Write the entry for this text atomically; any failure leaves the cache as it was."""
+    paths = _paths(filename)
+    if paths is None:
+        return
+    folder, path = paths
+    tmp = None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(FORMAT + _key(text, filename))
+            _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(spec)
+        os.replace(tmp, path)
+        tmp = None
+    except (OSError, pickle.PicklingError, RecursionError):
+        pass
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles IR nodes as (class, field values), restored by `_restore`."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, BaseModel) and type(obj).__module__ == ir.__name__:
+            return _restore, (type(obj), obj.__dict__, tuple(obj.__pydantic_fields_set__))
+        return NotImplemented
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _restore(cls: type[BaseModel], values: dict[str, Any], fields_set: tuple[str, ...]) -> Any:
+    node = _new(cls)
+    _set(node, "__dict__", values)
+    _set(node, "__pydantic_fields_set__", set(fields_set))
+    _set(node, "__pydantic_extra__", None)
+    _set(node, "__pydantic_private__", None)
+    return node
