@@ -24,18 +24,23 @@ Anything else is a `ResolveError` at the import line that names the path but nev
 checked before the file's existence so it does not even tell whether the file is there.
 Imports nest at most `MAX_IMPORT_DEPTH` files deep, and an import that is a symlink loop is a
 located error, like a missing file.
+
+An editor checks the text in its buffers, not what was last saved: `load_program` takes an
+optional overlay of file texts (keyed by resolved path) that wins over the disk for those files,
+the root included, and lets an import name an open buffer that was never saved.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqc.spec import ir
 from seqc.spec.errors import FileError, Note, ResolveError, did_you_mean
 from seqc.spec.kinds import REGISTRY
-from seqc.spec.parser import parse_file
+from seqc.spec.parser import parse_file, parse_text
 
 # Importing the catalogue fills the registry of built-in kinds.
 import seqc.spec.catalogue  # noqa: F401  isort: skip
@@ -108,10 +113,15 @@ def import_roots(root_spec: Path) -> list[Path]:
     return roots
 
 
-def load_program(path: str | Path) -> Program:
-    """Parse `path` and its imports (depth first, each file once) and index the declarations."""
+def load_program(path: str | Path, overlay: Mapping[Path, str] | None = None) -> Program:
+    """Parse `path` and its imports (depth first, each file once) and index the declarations.
+
+    `overlay` maps resolved file paths to texts read instead of the files (an editor's unsaved
+    buffers); everything else is read from disk as usual."""
     root_path = Path(path)
-    root = parse_file(root_path)
+    overlay = overlay or {}
+    text = _overlaid(root_path, overlay)
+    root = parse_file(root_path) if text is None else parse_text(text, str(root_path))
     program = Program(root=root)
     seen: set[Path] = set()
     try:
@@ -120,8 +130,18 @@ def load_program(path: str | Path) -> Program:
         raise FileError(
             f"{root_path} is a symlink loop", path=str(root_path), code="symlink-loop"
         ) from None
-    _visit(root, abspath, program, seen, stack=[], roots=import_roots(abspath))
+    _visit(root, abspath, program, seen, stack=[], roots=import_roots(abspath), overlay=overlay)
     return program
+
+
+def _overlaid(path: Path, overlay: Mapping[Path, str]) -> str | None:
+    """The overlay's text for `path`, if it has one."""
+    if not overlay:
+        return None
+    try:
+        return overlay.get(path.resolve())
+    except (OSError, RuntimeError):  # a symlink loop: left to the normal read to report
+        return None
 
 
 def _import_target(imp: ir.Import, importer: Path, roots: list[Path]) -> Path:
@@ -166,6 +186,7 @@ def _visit(
     seen: set[Path],
     stack: list[Path],
     roots: list[Path],
+    overlay: Mapping[Path, str],
 ) -> None:
     seen.add(abspath)
     stack.append(abspath)
@@ -190,7 +211,8 @@ def _visit(
                 expected=f"a chain of at most {MAX_IMPORT_DEPTH} files, each importing the next",
                 hint="import the shared files from the root spec instead of through each other",
             )
-        if not target.is_file():
+        text = overlay.get(target)
+        if text is None and not target.is_file():
             siblings = (
                 [p.name for p in target.parent.glob("*.seq")] if target.parent.is_dir() else []
             )
@@ -202,12 +224,15 @@ def _visit(
                 suggestion=did_you_mean(Path(imp.path).name, siblings),
                 hint="import paths are relative to the importing file",
             )
-        try:
-            child = parse_file(_display(target))
-        except FileError as e:
-            e.span = imp.span
-            raise
-        _visit(child, target, program, seen, stack, roots)
+        if text is not None:
+            child = parse_text(text, str(_display(target)))
+        else:
+            try:
+                child = parse_file(_display(target))
+            except FileError as e:
+                e.span = imp.span
+                raise
+        _visit(child, target, program, seen, stack, roots, overlay)
     stack.pop()
     program.files.append(spec)
     _index(spec, program)

@@ -1,0 +1,213 @@
+"""The server: pygls over stdio, each LSP feature wired to its module, and the error net.
+
+No input may stop the server. Every handler runs inside `_guarded`: an exception (a bug in
+seqc, a RecursionError from text nested thousands deep) becomes an Error line in the client's
+log (`window/logMessage`) and an empty answer, and the next request is served as usual. Spec
+errors are not exceptions here: they are diagnostics.
+
+Checks run on open, change and save, on the buffer's text; a buffer that imports one that
+changed is checked again too, so an edit in `common/transformer.seq` shows up at once in the
+spec that uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+
+from seqc.lsp import completion, diagnostics, formatting, hover, navigation
+from seqc.lsp.documents import Analysis, Lines, resolved
+
+NAME = "seqc"
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class SeqcServer(LanguageServer):
+    """The language server, with what it knows about each open buffer."""
+
+    def __init__(self) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            ver = version("seqc")
+        except PackageNotFoundError:
+            ver = "0"
+        super().__init__(NAME, ver, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.analyses: dict[str, Analysis] = {}
+        self.publisher = diagnostics.Publisher()
+
+    def log_error(self, what: str, detail: str) -> None:
+        """Tell the client's log what failed; never raise (the client may be gone)."""
+        log.error("%s\n%s", what, detail)
+        with contextlib.suppress(Exception):  # the log is best effort
+            self.window_log_message(
+                types.LogMessageParams(type=types.MessageType.Error, message=f"{what}\n{detail}")
+            )
+
+    # ---------------------------------------------------------------- buffers
+    def text(self, uri: str) -> str:
+        return self.workspace.get_text_document(uri).source
+
+    def folder(self, uri: str) -> Path:
+        return diagnostics.root_path(uri).parent
+
+    def analysis(self, uri: str) -> Analysis:
+        return self.analyses.get(uri) or Analysis()
+
+    def check(self, uri: str) -> None:
+        """Check one buffer and publish what it found, merged with other buffers' checks."""
+        outcome = diagnostics.check(uri, self.workspace, self.analyses.get(uri))
+        self.analyses[uri] = outcome.analysis
+        if outcome.internal:
+            self.log_error(f"internal error checking {uri}", outcome.internal)
+        self._publish(self.publisher.update(uri, outcome.diagnostics))
+
+    def check_with_dependents(self, uri: str) -> None:
+        """Check a buffer, then every other open buffer whose program read its file."""
+        self.check(uri)
+        key = resolved(diagnostics.root_path(uri))
+        for other in list(self.workspace.text_documents):
+            if other != uri and other in self.analyses and key in self.analyses[other].files:
+                _guarded_call(self, f"checking {other}", self.check, other)
+
+    def close(self, uri: str) -> None:
+        self.analyses.pop(uri, None)
+        self._publish(self.publisher.drop(uri))
+
+    def _publish(self, targets: list[str]) -> None:
+        for target in dict.fromkeys(targets):
+            self.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(
+                    uri=target, diagnostics=self.publisher.merged(target)
+                )
+            )
+
+
+def _guarded_call(server: SeqcServer, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as e:  # RecursionError included: log it, keep serving
+        server.log_error(f"seqc lsp: {what} failed: {type(e).__name__}: {e}", _trace(e))
+        return None
+
+
+def _trace(e: BaseException) -> str:
+    """The traceback, cut short: a RecursionError's runs to a thousand frames."""
+    lines = traceback.format_exception(e)
+    return "".join(lines[:20] + (["...\n"] if len(lines) > 40 else []) + lines[-20:])
+
+
+def _guarded(what: str) -> Callable[[F], F]:
+    """A handler whose exceptions are logged and answered with None."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def handler(server: SeqcServer, params: Any) -> Any:
+            return _guarded_call(server, what, fn, server, params)
+
+        return handler  # type: ignore[return-value]
+
+    return wrap
+
+
+server = SeqcServer()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+@_guarded("didOpen")
+def did_open(ls: SeqcServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.check_with_dependents(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+@_guarded("didChange")
+def did_change(ls: SeqcServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.check_with_dependents(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+@_guarded("didSave")
+def did_save(ls: SeqcServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.check_with_dependents(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+@_guarded("didClose")
+def did_close(ls: SeqcServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.close(params.text_document.uri)
+
+
+def _offset(ls: SeqcServer, uri: str, pos: types.Position) -> tuple[str, int]:
+    text = ls.text(uri)
+    return text, Lines(text, ls.workspace.position_encoding).offset(pos)
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+@_guarded("hover")
+def on_hover(ls: SeqcServer, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    text, offset = _offset(ls, uri, params.position)
+    return hover.hover(text, offset, ls.analysis(uri), ls.workspace.position_encoding)
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_COMPLETION,
+    types.CompletionOptions(trigger_characters=[".", "(", ",", '"', "/", " "]),
+)
+@_guarded("completion")
+def on_completion(ls: SeqcServer, params: types.CompletionParams) -> types.CompletionList:
+    uri = params.text_document.uri
+    text, offset = _offset(ls, uri, params.position)
+    return completion.complete(
+        text, offset, ls.folder(uri), ls.analysis(uri), ls.workspace.position_encoding
+    )
+
+
+@server.feature(types.TEXT_DOCUMENT_DEFINITION)
+@_guarded("definition")
+def on_definition(ls: SeqcServer, params: types.DefinitionParams) -> types.Location | None:
+    uri = params.text_document.uri
+    text, offset = _offset(ls, uri, params.position)
+    return navigation.definition(text, offset, ls.folder(uri), ls.analysis(uri), ls.workspace)
+
+
+@server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+@_guarded("documentSymbol")
+def on_symbols(ls: SeqcServer, params: types.DocumentSymbolParams) -> list:
+    uri = params.text_document.uri
+    path = diagnostics.root_path(uri)
+    return navigation.symbols(ls.text(uri), str(path), ls.workspace.position_encoding)
+
+
+@server.feature(types.TEXT_DOCUMENT_FORMATTING)
+@_guarded("formatting")
+def on_formatting(ls: SeqcServer, params: types.DocumentFormattingParams) -> list:
+    uri = params.text_document.uri
+    path = diagnostics.root_path(uri)
+    return formatting.format_document(ls.text(uri), str(path), ls.workspace.position_encoding)
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+)
+@_guarded("codeAction")
+def on_code_action(ls: SeqcServer, params: types.CodeActionParams) -> list:
+    uri = params.text_document.uri
+    return diagnostics.quick_fixes(uri, ls.text(uri), params, ls.workspace.position_encoding)
+
+
+def serve() -> None:
+    """Serve LSP over stdin and stdout until the client says exit."""
+    logging.basicConfig(level=logging.WARNING, format="seqc lsp: %(levelname)s %(message)s")
+    server.start_io()
