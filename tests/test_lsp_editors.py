@@ -23,7 +23,7 @@ def _regexes(node: object) -> list[str]:
 
 
 def test_textmate_grammar_is_json_with_compiling_regexes() -> None:
-    grammar = json.loads((EDITORS / "seq.tmLanguage.json").read_text())
+    grammar = json.loads((EDITORS / "vscode" / "syntaxes" / "seq.tmLanguage.json").read_text())
     assert grammar["scopeName"] == "source.seq"
     patterns = _regexes(grammar)
     assert len(patterns) > 10
@@ -34,7 +34,7 @@ def test_textmate_grammar_is_json_with_compiling_regexes() -> None:
 def test_textmate_grammar_covers_the_keywords_of_the_language() -> None:
     lark = (ROOT / "seqc" / "spec" / "grammar.lark").read_text()
     keywords = set(re.findall(r'"([a-z]+)"', lark))
-    text = (EDITORS / "seq.tmLanguage.json").read_text()
+    text = (EDITORS / "vscode" / "syntaxes" / "seq.tmLanguage.json").read_text()
     missing = sorted(k for k in keywords if not re.search(rf"\b{k}\b", text))
     assert not missing, missing
 
