@@ -2,10 +2,12 @@
 backends only through their contract.
 
 spec -> resolve -> compiler -> backends -> run -> cli, with data beside them depending on spec and
-resolve only. `seqc.run` imports `seqc.backends.api` and `seqc.backends.registry` (and the
-format-neutral `seqc.backends.weights`), never a backend package; a run on one backend does not
-load another backend's code (nor, on JAX, TensorFlow; the other way round is TensorFlow's own
-doing: `import tensorflow` imports JAX when it is installed, for its converter).
+resolve only, and the language server (`lsp`) on the front end and the checks (spec, resolve,
+compiler) only: an editor never loads a backend. `seqc.run` imports `seqc.backends.api` and
+`seqc.backends.registry` (and the format-neutral `seqc.backends.weights`), never a backend
+package; a run on one backend does not load another backend's code (nor, on JAX, TensorFlow; the
+other way round is TensorFlow's own doing: `import tensorflow` imports JAX when it is installed,
+for its converter).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ALLOWED = {
     "compiler": {"spec", "resolve", "compiler"},
     "backends": {"spec", "resolve", "compiler", "backends"},
     "run": {"spec", "resolve", "compiler", "backends", "data", "run"},
+    "lsp": {"spec", "resolve", "compiler", "lsp"},
 }
 """Which stages each stage may import (`seqc/cli.py` may import all of them)."""
 

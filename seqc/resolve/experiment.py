@@ -56,6 +56,14 @@ BLOCKS = ("train", "distribution", "export")
 SHARE = "share"
 """The experiment's block of shared layers (`seqc.resolve.shares`)."""
 
+MAX_EXTENDS_DEPTH = 100
+"""How many experiments an `extends` chain may hold, the experiment itself included.
+
+`seqc check` resolves every experiment, each through its whole chain, so a chain thousands long
+(a generated spec gone wrong) costs the square of its length: minutes, not an error. 100 is far
+beyond any hand-written chain, as `MAX_IMPORT_DEPTH` is for imports.
+"""
+
 
 class Origin(BaseModel):
     """Where a resolved value was set: a catalogue default, a spec line, or a `--set`."""
@@ -201,26 +209,39 @@ class Resolver:
     # ---------------------------------------------------------------- statements
     def statements(self, decl: ir.ExperimentDecl) -> tuple[list[ir.ExperimentDecl], list[_Stmt]]:
         chain: list[ir.ExperimentDecl] = [decl]
+        seen = {decl.name}  # `parent in chain` compared whole pydantic nodes: cubic in the chain
         while chain[-1].extends is not None:
             current = chain[-1]
             parent = self.program.experiments.get(current.extends)
             if parent is None:
-                names = sorted(self.program.experiments)
                 raise ResolveError(
                     f"`{current.name}` extends `{current.extends}`, which is not declared",
                     span=current.extends_span,
                     code="unknown-parent",
-                    suggestion=did_you_mean(current.extends, names),
+                    suggestion=did_you_mean(current.extends, sorted(self.program.experiments)),
                 )
-            if parent in chain:
-                loop = " -> ".join(e.name for e in [*chain[chain.index(parent) :], parent])
+            if parent.name in seen:
+                start = next(i for i, e in enumerate(chain) if e.name == parent.name)
+                loop = " -> ".join(e.name for e in [*chain[start:], parent])
                 raise ResolveError(
                     "experiments extend each other in a cycle",
                     span=current.extends_span,
                     code="extends-cycle",
                     found=loop,
                 )
+            if len(chain) >= MAX_EXTENDS_DEPTH:
+                raise ResolveError(
+                    f"`{decl.name}` extends a chain of more than {MAX_EXTENDS_DEPTH} experiments",
+                    span=decl.extends_span,
+                    code="extends-too-deep",
+                    expected=f"a chain of at most {MAX_EXTENDS_DEPTH} experiments",
+                    found=f"{decl.name} -> {chain[1].name} -> ... -> {parent.name}: "
+                    f"{len(chain) + 1} experiments so far",
+                    hint="let the variants extend a common parent rather than each one the "
+                    "one before",
+                )
             chain.append(parent)
+            seen.add(parent.name)
         stmts: list[_Stmt] = []
         for exp in reversed(chain):
             stmts.extend(self._body_stmts(exp.body, ()))

@@ -19,7 +19,9 @@ _SOURCES: dict[str, list[str]] = {}
 
 
 def remember_source(path: str, text: str) -> None:
-    _SOURCES[path] = text.splitlines()
+    # lines as the parser counts them: at "\n" only (`splitlines` also breaks at U+2028, U+0085
+    # and form feeds, which would shift every excerpt after one)
+    _SOURCES[path] = [line.removesuffix("\r") for line in text.split("\n")]
 
 
 def source_line(path: str, line: int) -> str | None:

@@ -159,7 +159,7 @@ def parse_file(path: str | Path) -> ir.SpecFile:
     """Read and parse one file; a missing or unreadable file is a `FileError`, not an OSError."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is skipped
     except FileNotFoundError:
         raise FileError(f"no such file: {p}", path=str(p), code="file-not-found") from None
     except IsADirectoryError:
@@ -167,9 +167,7 @@ def parse_file(path: str | Path) -> ir.SpecFile:
             f"{p} is a directory, not a .seq file", path=str(p), code="is-dir"
         ) from None
     except UnicodeDecodeError as e:
-        raise FileError(
-            f"{p} is not UTF-8 text (byte {e.start})", path=str(p), code="not-utf8"
-        ) from None
+        raise _not_utf8(p, e) from None
     except OSError as e:
         raise FileError(f"cannot read {p}: {e.strerror}", path=str(p), code="unreadable") from None
     filename = str(p)
@@ -180,6 +178,20 @@ def parse_file(path: str | Path) -> ir.SpecFile:
     spec = parse_text(text, filename)  # a file that does not parse raises here: never cached
     parse_cache.store(text, filename, spec)
     return spec
+
+
+def _not_utf8(p: Path, e: UnicodeDecodeError) -> FileError:
+    """A file that is not UTF-8, located at its first bad byte so an editor can underline it."""
+    data, start = e.object, e.start
+    line = data.count(b"\n", 0, start) + 1
+    col = len(data[data.rfind(b"\n", 0, start) + 1 : start].decode("utf-8", "replace")) + 1
+    return FileError(
+        f"{p} is not UTF-8 text (byte {start})",
+        span=ir.Span(file=str(p), line=line, col=col, end_line=line, end_col=col + 1),
+        path=str(p),
+        code="not-utf8",
+        hint="save the file as UTF-8",
+    )
 
 
 @contextlib.contextmanager
@@ -657,7 +669,7 @@ class _ToIR:
 
     def header(self, children: list[Any]) -> tuple[int, ir.Span | None]:
         (num,) = children
-        value = _number(num)
+        value = _number(num, self._tok_span(num))
         if not float(value).is_integer():  # `seqc 1.5`: say what was written, not a placeholder
             raise ParseError(
                 f"unsupported language version {num}",
