@@ -143,3 +143,83 @@ def test_the_key_holds_the_file_name(cache: Path, tmp_path: Path) -> None:
     assert parse_file(a).span.file == str(a)
     assert parse_file(b).span.file == str(b)
     assert parse_file(a).span.file == str(a)
+
+
+def _fields_sets(node: object) -> list[tuple[str, frozenset[str]]]:
+    """Every IR node's class and set fields, depth first: what `model_dump(exclude_unset)` reads."""
+    from pydantic import BaseModel
+
+    out: list[tuple[str, frozenset[str]]] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, BaseModel):
+            out.append((type(n).__name__, frozenset(n.__pydantic_fields_set__)))
+            stack.extend(reversed(list(n.__dict__.values())))
+        elif isinstance(n, tuple):
+            stack.extend(reversed(n))
+    return out
+
+
+def test_a_cached_file_keeps_which_fields_were_set(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _spec(tmp_path)
+    parse_file(path)
+    fresh = parse_text(SPEC, str(path))
+    _no_parse(monkeypatch)
+    again = parse_file(path)
+    assert _fields_sets(again) == _fields_sets(fresh)
+    assert again.model_dump(exclude_unset=True) == fresh.model_dump(exclude_unset=True)
+
+
+def test_every_ir_class_is_pickled_compactly() -> None:
+    from pydantic import BaseModel
+
+    from seqc.spec import ir
+
+    classes = [
+        c
+        for c in vars(ir).values()
+        if isinstance(c, type) and issubclass(c, BaseModel) and c.__module__ == ir.__name__
+    ]
+    assert ir.SpecFile in classes and ir.Span in classes
+    for c in classes:
+        assert c in parse_cache._Pickler.dispatch_table, c
+
+
+def test_the_cython_parser_builds_what_the_pure_one_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`lark-cython`, when installed, changes nothing but the speed: same IR, same errors."""
+    import sys
+
+    pytest.importorskip("lark_cython")
+    bad = [
+        "seqc 1\nlayer L( {",
+        "seqc 1\nlayer L() { x = $ }",
+        'seqc 1\ninput i { a = "open }',
+        "seqc 1\nexperiment e { train { steps = 1 }",
+        "layer L() {}",
+        "seqc 1\nlayer L(d: int > x) {}",
+    ]
+
+    def run() -> list[object]:
+        out: list[object] = [parse_text(SPEC, "m.seq")]
+        for text in bad:
+            with pytest.raises(ParseError) as e:
+                parse_text(text, "bad.seq")
+            out.append((str(e.value), e.value.code, e.value.expected, e.value.found))
+        return out
+
+    parser._lark.cache_clear()
+    accelerated = run()
+    assert parser._lark().options._plugins
+    monkeypatch.setitem(sys.modules, "lark_cython", None)  # as if it were not installed
+    parser._lark.cache_clear()
+    try:
+        pure = run()
+        assert not parser._lark().options._plugins
+    finally:
+        parser._lark.cache_clear()
+    assert accelerated == pure

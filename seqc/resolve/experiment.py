@@ -192,6 +192,43 @@ def parse_override(text: str, line: int = 1) -> _Stmt:
     return _Stmt(parts, expr, span, origin, bare_strings=True)
 
 
+_DEFAULTS: dict[int, tuple[KindSpec, dict[str, Any]]] = {}
+
+
+def _default_values(spec: KindSpec) -> dict[str, Any]:
+    """The conformed defaults of a kind's optional params, as a new (mutable) dict.
+
+    Every experiment starts from the same defaults of each block: they are conformed once per
+    spec and copied (`_fresh`), since a resolve writes into calls (`train.optimizer.lr = ...`).
+    """
+    hit = _DEFAULTS.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        values = {
+            p.name: conform(from_python(p.default), p.type, Context())
+            for p in spec.params
+            if not p.required
+        }
+        hit = _DEFAULTS[id(spec)] = (spec, values)
+    return {k: _fresh(v) for k, v in hit[1].items()}
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a resolved value whose calls, dicts and lists can be changed independently."""
+    if type(value) is CallValue:
+        args = {k: _fresh(v) for k, v in value.args.items()}
+        return CallValue.model_construct(
+            _fields_set=set(value.model_fields_set),
+            kind=value.kind,
+            namespace=value.namespace,
+            args=args,
+        )
+    if type(value) is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_fresh(v) for v in value]
+    return value
+
+
 def _block_spec(name: str) -> KindSpec:
     spec = REGISTRY.get("block", name)
     assert spec is not None, name
@@ -283,10 +320,9 @@ class Resolver:
         remember_source("<command line>", "\n".join(f"--set {o}" for o in overrides))
         exp_spec = _block_spec("experiment")
         config: dict[str, Any] = {}
-        for p in exp_spec.params:
-            if not p.required:
-                config[p.name] = conform(from_python(p.default), p.type, Context())
-                self.prov[p.name] = DEFAULT
+        for pname, value in _default_values(exp_spec).items():
+            config[pname] = value
+            self.prov[pname] = DEFAULT
         for block in BLOCKS:
             config[block] = self._defaults(_block_spec(block), block)
         tasks_stmt = None
@@ -416,10 +452,7 @@ class Resolver:
         return conform(evaluate(st.value), type_, ctx, f"`{'.'.join(st.path)}`")
 
     def _defaults(self, spec: KindSpec, prefix: str) -> dict[str, Any]:
-        out = {}
-        for p in spec.params:
-            if not p.required:
-                out[p.name] = conform(from_python(p.default), p.type, Context())
+        out = _default_values(spec)
         self.prov[prefix] = DEFAULT
         return out
 
@@ -486,7 +519,8 @@ class Resolver:
 
     def _record(self, path: str, raw: Raw, origin: Origin) -> None:
         """Provenance of a value and, for a call, which of its args were written and which not."""
-        for key in [k for k in self.prov if k.startswith(path + ".")]:
+        below = path + "."
+        for key in [k for k in self.prov if k.startswith(below)]:
             del self.prov[key]
         self.prov[path] = origin
         v = raw.value
@@ -588,7 +622,29 @@ class Resolver:
     def resolve_input(
         self, task: str | None, input_name: str, stmts: list[_Stmt]
     ) -> dict[str, Any]:
-        """An input's config as seen by `task` (with that task's overrides), or on its own."""
+        """An input's config as seen by `task` (with that task's overrides), or on its own.
+
+        Without overrides it is the same for every experiment: kept in the program's cache
+        (with the provenance it records) for as long as the input's declaration is unchanged.
+        """
+        if stmts:
+            return self._resolve_input(task, input_name, stmts)
+        decl = self.program.inputs[input_name]
+        key = ("seqc.resolve.experiment.input", task, input_name)
+        hit = self.program.instances.get(key)
+        if hit is None or hit[0] is not decl:
+            outer, self.prov = self.prov, {}
+            try:
+                config = self._resolve_input(task, input_name, [])
+                hit = self.program.instances[key] = (decl, config, self.prov)
+            finally:
+                self.prov = outer
+        self.prov.update(hit[2])
+        return dict(hit[1])
+
+    def _resolve_input(
+        self, task: str | None, input_name: str, stmts: list[_Stmt]
+    ) -> dict[str, Any]:
         decl = self.program.inputs[input_name]
         spec = _block_spec("input")
         head = (task, "input") if task is not None else (input_name,)

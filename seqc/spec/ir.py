@@ -335,14 +335,44 @@ def trusted(cls: type[N], **fields: Any) -> N:
             name: None if f.is_required() else f.get_default(call_default_factory=True)
             for name, f in cls.model_fields.items()
         }
-    values = template.copy()
-    values.update(fields)
     node = _new(cls)
-    _set(node, "__dict__", values)
+    _set(node, "__dict__", {**template, **fields})
     _set(node, "__pydantic_fields_set__", set(fields))
     _set(node, "__pydantic_extra__", None)
     _set(node, "__pydantic_private__", None)
     return node
+
+
+_SPAN_FIELDS = frozenset(("file", "line", "col", "end_line", "end_col"))
+
+
+def trusted_span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
+    """`trusted(Span, ...)` for the parser, which makes one per token and rule."""
+    node = _new(Span)
+    _set(
+        node,
+        "__dict__",
+        {"file": file, "line": line, "col": col, "end_line": end_line, "end_col": end_col},
+    )
+    _set(node, "__pydantic_fields_set__", set(_SPAN_FIELDS))
+    _set(node, "__pydantic_extra__", None)
+    _set(node, "__pydantic_private__", None)
+    return node
+
+
+def trusted_copy(node: N, **update: Any) -> N:
+    """`node.model_copy(update=update)` for a node built by `trusted` (no extra fields, no
+    private attributes), without pydantic's generic copy: the parser copies thousands."""
+    values = node.__dict__.copy()
+    values.update(update)
+    fields_set = set(node.__pydantic_fields_set__)
+    fields_set.update(update)
+    new = _new(type(node))
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", fields_set)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 def without_spans(data: Any) -> Any:

@@ -18,6 +18,7 @@ which made loading a large program twice as slow.
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import functools
 import gc
 import hashlib
@@ -140,22 +141,40 @@ def store(text: str, filename: str, spec: ir.SpecFile) -> None:
 
 
 class _Pickler(pickle.Pickler):
-    """Pickles IR nodes as (class, field values), restored by `_restore`."""
+    """Pickles IR nodes as (class, field values, fields set), restored by `_restore`.
 
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, BaseModel) and type(obj).__module__ == ir.__name__:
-            return _restore, (type(obj), obj.__dict__, tuple(obj.__pydantic_fields_set__))
-        return NotImplemented
+    A `dispatch_table` entry per IR class rather than a `reducer_override`: the table is looked
+    up in C by exact type, with no Python test per object; a span pickles as its five values."""
 
+    dispatch_table = copyreg.dispatch_table.copy()
+
+
+def _reduce(node: BaseModel) -> Any:
+    return _restore, (type(node), node.__dict__, node.__pydantic_fields_set__)
+
+
+for _cls in vars(ir).values():
+    if isinstance(_cls, type) and issubclass(_cls, BaseModel) and _cls.__module__ == ir.__name__:
+        _Pickler.dispatch_table[_cls] = _reduce
+del _cls
+
+
+def _reduce_span(span: ir.Span) -> Any:
+    # Half the nodes are spans: five values, all required (so all set), rebuilt without a dict.
+    d = span.__dict__
+    return ir.trusted_span, (d["file"], d["line"], d["col"], d["end_line"], d["end_col"])
+
+
+_Pickler.dispatch_table[ir.Span] = _reduce_span
 
 _new = object.__new__
 _set = object.__setattr__
 
 
-def _restore(cls: type[BaseModel], values: dict[str, Any], fields_set: tuple[str, ...]) -> Any:
+def _restore(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str]) -> Any:
     node = _new(cls)
     _set(node, "__dict__", values)
-    _set(node, "__pydantic_fields_set__", set(fields_set))
+    _set(node, "__pydantic_fields_set__", fields_set)
     _set(node, "__pydantic_extra__", None)
     _set(node, "__pydantic_private__", None)
     return node

@@ -10,6 +10,7 @@ import bisect
 import contextlib
 import functools
 import gc
+import operator
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from seqc.spec import ir, parse_cache
 from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source, shows_source
-from seqc.spec.ir import trusted
+from seqc.spec.ir import trusted, trusted_copy, trusted_span
 
 if TYPE_CHECKING:  # lark is imported on the first parse: a parse-cache hit never needs it
     from lark import Lark, Token, Tree
@@ -50,9 +51,20 @@ def _lark() -> Lark:
         maybe_placeholders=True,
         transformer=builder,
         cache=parse_cache.grammar_cache_file() or False,
+        **_accelerated(),
     )
     _locate(lark, builder)
     return lark
+
+
+def _accelerated() -> dict[str, Any]:
+    """Lark's options for its Cython lexer and LALR loop (`lark-cython`), when installed: a
+    third less parse time, the same tokens and tree. Without it Lark runs in pure Python."""
+    try:
+        import lark_cython
+    except ImportError:
+        return {}
+    return {"_plugins": lark_cython.plugins}
 
 
 @functools.cache
@@ -86,15 +98,60 @@ def _locate(lark: Lark, builder: _ToIR) -> None:
     ends, as `propagate_positions` would. The wrapper also counts nesting (`MAX_NESTING`) and
     keeps the first semantic error for after the parse, so that a syntax error later in the file
     is still the one reported, as when the tree was built first.
+
+    Two shortcuts for speed, invisible in the result: a `?rule` alternative that is one sub-rule
+    (`sum: product`, most reductions of an expression) passes its child's value on with no
+    Python frame (`itemgetter`); and the parse table's rules are replaced by copies that hash
+    by identity, so Lark's `callbacks[rule]` on each reduction calls no Python `__hash__` or
+    `__eq__` (a table loaded from Lark's cache holds rules equal to, not the same as, the keys).
     """
-    from lark.grammar import Rule
+    from lark.grammar import NonTerminal, Rule
 
     callbacks = lark._callbacks  # shared with the LALR parser: replaced in place
+    identity = _identity_rule_class()
+    fast: dict[Rule, Rule] = {}
     for rule, fn in list(callbacks.items()):
         if isinstance(rule, Rule):
             name = rule.alias or rule.origin.name
             inlined = bool(rule.options.expand1 and not rule.alias)
-            callbacks[rule] = _located(fn, builder, name in _NESTING_RULES, inlined)
+            if inlined and len(rule.expansion) == 1 and isinstance(rule.expansion[0], NonTerminal):
+                wrapped: Callable[..., Any] = _first  # always one child, a value reduced before
+            else:
+                wrapped = _located(fn, builder, name in _NESTING_RULES, inlined)
+            callbacks[rule] = wrapped
+            fast[rule] = identity.copy_of(rule)
+            callbacks[fast[rule]] = wrapped
+    for actions in lark.parser.parser._parse_table.states.values():
+        for token, (action, arg) in list(actions.items()):
+            if isinstance(arg, Rule) and arg in fast:
+                actions[token] = (action, fast[arg])
+
+
+_first = operator.itemgetter(0)
+
+
+@functools.cache
+def _identity_rule_class() -> Any:
+    from lark.grammar import NonTerminal, Rule
+
+    class IdentityRule(Rule):
+        """A rule that is equal only to itself: a dict finds it without calling Python."""
+
+        __slots__ = ()
+        __hash__ = object.__hash__
+        __eq__ = object.__eq__
+
+        @classmethod
+        def copy_of(cls, rule: Rule) -> Rule:
+            new = object.__new__(cls)
+            for slot in Rule.__slots__:
+                object.__setattr__(new, slot, getattr(rule, slot))
+            # A grammar built from text (not from Lark's cache) names rules with `Token`s, whose
+            # `__eq__` is Python: the parser looks the name up in its table on every reduction.
+            new.origin = NonTerminal(str(rule.origin.name))
+            return new
+
+    return IdentityRule
 
 
 def _located(
@@ -563,19 +620,10 @@ class _ToIR:
         start, end = self.here
         if start is None:
             return None
-        return trusted(
-            ir.Span, file=self.file, line=start[0], col=start[1], end_line=end[0], end_col=end[1]
-        )
+        return trusted_span(self.file, start[0], start[1], end[0], end[1])
 
     def _tok_span(self, tok: Token) -> ir.Span:
-        return trusted(
-            ir.Span,
-            file=self.file,
-            line=tok.line,
-            col=tok.column,
-            end_line=tok.end_line,
-            end_col=tok.end_column,
-        )
+        return trusted_span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def _take(self, lo: tuple[int, int], hi: tuple[int, int]) -> list[_Comment]:
         """Claim the unclaimed comments that start in [lo, hi)."""
@@ -634,7 +682,7 @@ class _ToIR:
                 update["comments"] = tuple(child.comments) + tuple(texts)
             if trailing_list:
                 update["trailing"] = " ".join(c.text for c in trailing_list)
-            out.append(child.model_copy(update=update))
+            out.append(trusted_copy(child, **update))
             prev = (span.end_line + 1, 0) if trailing_list and span else _end(span)
             prev_line = span.end_line
         if not claim_rest:
@@ -660,9 +708,7 @@ class _ToIR:
             imports=tuple(s for s in stmts if isinstance(s, ir.Import)),
             # Declarations are always one blank line apart; only imports keep their own blanks.
             decls=tuple(
-                s.model_copy(update={"blank_before": False})
-                for s in stmts
-                if not isinstance(s, ir.Import)
+                trusted_copy(s, blank_before=False) for s in stmts if not isinstance(s, ir.Import)
             ),
             end_comments=tuple(end),
         )
@@ -781,7 +827,7 @@ class _ToIR:
         # Comments after the last param stay unclaimed here; `layer_decl` gives them to its body.
         params = [c for c in children if c is not None]
         items, _ = self._attach(params, _pos(span), _end(span), claim_rest=False)
-        return [p.model_copy(update={"blank_before": False}) for p in items], span
+        return [trusted_copy(p, blank_before=False) for p in items], span
 
     def param(self, children: list[Any]) -> ir.Param:
         name, type_, range_, default, doc = children
@@ -885,12 +931,8 @@ class _ToIR:
     # -- expressions
     def number(self, children: list[Any]) -> ir.Number:
         (tok,) = children
-        return trusted(
-            ir.Number,
-            span=self._tok_span(tok),
-            value=_number(tok, self._tok_span(tok)),
-            text=str(tok),
-        )
+        span = self._tok_span(tok)
+        return trusted(ir.Number, span=span, value=_number(tok, span), text=str(tok))
 
     def string(self, children: list[Any]) -> ir.String:
         (tok,) = children
