@@ -42,9 +42,10 @@ run: $(STAMP)
 
 # Two pytest workers, a test file each at a time (module fixtures are trained once): most of a
 # test's time is single-threaded tracing and compiling, so two cores halve much of it.
+# The 25 slowest tests are listed at the end: CI must stay under 20 minutes.
 test: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
