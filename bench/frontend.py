@@ -13,12 +13,16 @@ Each phase is timed `--reps` times on a fresh program and the median is reported
 - load: `load_program` (parse again, follow imports, index the declarations);
 - check: `check_layers`, every user layer checked statically;
 - resolve: every experiment resolved after the check (all; one's median; the slowest one);
-- total: `check_program(load_program(root))`, what `seqc check FILE` does, from an empty parse
-  cache (every file parsed, and its entry written);
-- warm: the same with every file in the parse cache (`seqc.spec.parse_cache`), as on a second
-  `seqc check` of an unchanged program;
-- check_example_wall / _cold_wall: `seqc check examples/lm/shakespeare.seq` as a whole process
-  (interpreter start and imports included), with a warm and with an empty cache.
+- total: `check_file(root)`, what `seqc check FILE` does, from empty caches (every file
+  parsed and its parse entry written, everything checked, the verdict written);
+- warm: the same again, as on a second `seqc check` of an unchanged program: the verdict of the
+  first is still true (`seqc.compiler.check_cache`: every file is read and its digest compared);
+- warm_parse: with the verdict removed but every file in the parse cache
+  (`seqc.spec.parse_cache`): the IR is loaded, not parsed, and then checked in full, as after
+  an edit that the parse cache absorbs (an edited file is parsed again on top of this);
+- check_example_wall / _parse_wall / _cold_wall: `seqc check examples/lm/shakespeare.seq` as a
+  whole process (interpreter start and imports included): again unchanged, with only its parse
+  entries, and with an empty cache folder.
 
 The parse cache lives in a temporary folder for the run (`SEQC_PARSE_CACHE`). The machine may be
 shared: every figure is a median over `--reps`, and figures meant to be compared are measured in
@@ -46,6 +50,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from seqc.compiler.check import check_program  # noqa: E402
+from seqc.compiler.check_cache import check_file  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
 from seqc.resolve.layers import check_layers  # noqa: E402
 from seqc.resolve.program import Program, load_program  # noqa: E402
@@ -63,7 +68,7 @@ TARGET_S = 1.2
 """What `seqc check` of a program this size may take from an empty parse cache (issue 17)."""
 
 TARGET_WARM_S = 0.3
-"""... and with every file in the parse cache."""
+"""... and again, unchanged (issue 17)."""
 
 TARGET_EXAMPLE_S = 0.3
 """`seqc check` of a bundled example as a whole process, imports included."""
@@ -270,24 +275,31 @@ def _once(main: Path, files: dict[str, str]) -> dict[str, float]:
     t["resolve_one"] = statistics.median(each)
     t["resolve_max"] = max(each)
     _empty_cache()
-    t["total"] = _timed(lambda: check_program(load_program(main)))
-    t["warm"] = _timed(lambda: check_program(load_program(main)))  # every file cached now
+    t["total"] = _timed(lambda: check_file(main))
+    t["warm"] = _timed(lambda: check_file(main))  # the verdict of the run before holds
+    _empty_cache(parses=False)
+    t["warm_parse"] = _timed(lambda: check_file(main))  # every file's IR from the parse cache
     return t
 
 
-def _empty_cache() -> None:
+def _empty_cache(parses: bool = True) -> None:
+    """Remove the verdicts of `seqc check` and, with `parses`, the parse entries."""
     folder = parse_cache.cache_dir()
     if folder is not None:
-        for entry in folder.glob("*.ir"):
+        for entry in [*folder.glob("checks/*.json"), *(folder.glob("*.ir") if parses else ())]:
             entry.unlink()
 
 
-def _check_wall(cold: bool) -> float:
-    """Seconds of `seqc check EXAMPLE` as a process; `cold`: with an empty cache folder."""
+def _check_wall(mode: str) -> float:
+    """Seconds of `seqc check EXAMPLE` as a process. `mode`: "warm" (its verdict holds),
+    "parse" (no verdict, its files in the parse cache) or "cold" (an empty cache folder)."""
     env = dict(os.environ)
-    if cold:
+    folder = None
+    if mode == "cold":
         folder = Path(tempfile.mkdtemp(prefix="seqc-bench-cold-"))
         env[parse_cache.ENV] = str(folder)
+    elif mode == "parse":
+        _empty_cache(parses=False)
     start = time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "seqc.cli", "check", str(EXAMPLE)],
@@ -297,19 +309,21 @@ def _check_wall(cold: bool) -> float:
         stdout=subprocess.DEVNULL,
     )
     seconds = time.perf_counter() - start
-    if cold:
+    if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
     return seconds
 
 
 def measure_example(reps: int) -> dict[str, float]:
-    """Median wall seconds of `seqc check EXAMPLE`, warm and cold, interleaved rep by rep."""
-    _check_wall(cold=False)  # fills the cache
-    warm, cold = [], []
+    """Median wall seconds of `seqc check EXAMPLE` in each mode, interleaved rep by rep."""
+    _check_wall("warm")  # fills the caches
+    seconds: dict[str, list[float]] = {"warm": [], "parse": [], "cold": []}
     for _ in range(reps):
-        warm.append(_check_wall(cold=False))
-        cold.append(_check_wall(cold=True))
-    return {"warm": statistics.median(warm), "cold": statistics.median(cold)}
+        for mode, runs in seconds.items():
+            runs.append(_check_wall(mode))
+            if mode == "parse":
+                _check_wall("warm")  # the verdict back, for the next rep's warm run
+    return {mode: statistics.median(runs) for mode, runs in seconds.items()}
 
 
 def measure(main: Path, files: dict[str, str], reps: int) -> dict[str, float]:
@@ -347,9 +361,11 @@ def main(argv: list[str] | None = None) -> None:
         ("resolve one experiment", t["resolve_one"]),
         ("resolve one (slowest)", t["resolve_max"]),
         (f"resolve all {n_exps}", t["resolve"]),
-        ("total: check_program(load)", t["total"]),
-        ("warm: the same, cached", t["warm"]),
+        ("total: check_file, no caches", t["total"]),
+        ("warm: the same again (verdict)", t["warm"]),
+        ("warm, parse cache only", t["warm_parse"]),
         (f"seqc check {EXAMPLE.name} (process)", example["warm"]),
+        ("  the same, parse cache only", example["parse"]),
         ("  the same, empty cache", example["cold"]),
     ]
     for label, seconds in rows:
@@ -367,8 +383,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"frontend_resolve_s: {t['resolve']:.4f}")
     print(f"frontend_total_s: {t['total']:.4f}")
     print(f"frontend_warm_s: {t['warm']:.4f}")
+    print(f"frontend_warm_parse_s: {t['warm_parse']:.4f}")
     print(f"frontend_warm_over_total: {t['warm'] / t['total']:.3f}")
     print(f"check_example_wall_s: {example['warm']:.4f}")
+    print(f"check_example_parse_wall_s: {example['parse']:.4f}")
     print(f"check_example_cold_wall_s: {example['cold']:.4f}")
     print(f"frontend_layers: {n_layers}")
     print(f"frontend_experiments: {n_exps}")

@@ -25,17 +25,19 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import click
 import typer
-from rich.table import Table
 from rich.text import Text
-from rich.tree import Tree
 from typer.core import TyperGroup
 
 from seqc.run.console import err, out, styled
-from seqc.spec.errors import SeqcError, too_deep
+
+if TYPE_CHECKING:  # the IR (pydantic) and rich's tables load only when a command needs them
+    from rich.tree import Tree
+
+    from seqc.spec.errors import SeqcError
 
 HEAVY_COMMANDS = (
     "data",
@@ -112,25 +114,28 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
     the command was given, to name when nothing better locates an error."""
     try:
         return fn()
-    except SeqcError as e:
-        if _state["debug"]:
-            traceback.print_exc()
-        _print_error(e)
-        raise typer.Exit(2) from None
+    except typer.Exit:
+        raise
     except RecursionError as e:
+        from seqc.spec.errors import too_deep
+
         if _state["debug"]:
             traceback.print_exc()
         _print_error(too_deep(e, str(spec) if spec is not None else None))
         raise typer.Exit(2) from None
-    except typer.Exit:
-        raise
     except BrokenPipeError:  # `seqc decode ... | head -1`: the reader has all it wanted
         with contextlib.suppress(OSError, ValueError):  # stdout may have no descriptor
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # none at exit
         raise typer.Exit(141) from None  # as a shell reports a writer killed by SIGPIPE
-    except Exception as e:  # a bug in seqc, not in the spec
+    except Exception as e:
+        from seqc.spec.errors import SeqcError  # imported here: a verdict hit never loads it
+
         if _state["debug"]:
             traceback.print_exc()
+        if isinstance(e, SeqcError):
+            _print_error(e)
+            raise typer.Exit(2) from None
+        # a bug in seqc, not in the spec
         err.print(
             styled(
                 ("internal error", "bold red"),
@@ -174,22 +179,21 @@ SetOpt = Annotated[
 @app.command()
 def check(file: FileArg, experiment: ExpOpt = None, set_: SetOpt = None) -> None:
     """Parse, resolve and type-check a spec (all experiments, or one with -e)."""
-    from seqc.compiler.check import check_program
+    from seqc.compiler.check_cache import check_file
 
     def body() -> None:
-        program = _load(file)
         if set_ and experiment is None:
             from seqc.spec.errors import UsageError
 
             raise UsageError("--set needs -e EXPERIMENT", code="bad-override", path=str(file))
-        resolved = check_program(program, experiment, set_ or [])
-        n_layers = len(program.layers)
+        # an unchanged program that passed before is answered from its verdict, unimported
+        summary = check_file(file, experiment, set_ or [])
         out.print(
             styled(
                 ("ok", "green"),
-                f" {file}: {len(program.files)} file(s), "
-                f"{n_layers} layer(s), {len(program.tasks)} task(s), "
-                f"{len(resolved)} experiment(s) checked",
+                f" {file}: {summary.files} file(s), "
+                f"{summary.layers} layer(s), {summary.tasks} task(s), "
+                f"{summary.experiments} experiment(s) checked",
             )
         )
 
@@ -254,6 +258,8 @@ def list_(file: FileArg) -> None:
 
     def body() -> None:
         program = _load(file)
+        from rich.table import Table
+
         table = Table(title=f"experiments in {file}", title_justify="left")
         for col in ("name", "extends", "tasks", "declared at", "description"):
             table.add_column(col)
@@ -363,6 +369,8 @@ def show(
                 out.print(styled(line, "  ", (f"# {origin}", colour)))
             else:
                 out.print(line)
+        from rich.tree import Tree
+
         for task, model in r.models.items():
             tree = Tree(styled((f"{task}.model", "bold"), f": {model.kind}"))
             _model_tree(tree, model)
@@ -432,6 +440,8 @@ def _print_kind(spec: Any) -> None:
     sig = ", ".join(spec.positional)
     out.print(styled("\n", (spec.name, "bold"), f"({sig})  ", (spec.namespace, "dim")))
     out.print(f"  {spec.doc}")
+    from rich.table import Table
+
     table = Table(show_header=True, box=None, padding=(0, 2))
     for col in ("param", "type", "default", "description"):
         table.add_column(col)

@@ -32,11 +32,17 @@ the root included, and lets an import name an open buffer that was never saved.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqc.resolve.roots import (  # noqa: F401  re-exported: callers and tests name them here
+    BUNDLED_EXAMPLES,
+    PROJECT_MARKERS,
+    SEQC_PATH,
+    import_roots,
+    project_root,
+)
 from seqc.spec import ir
 from seqc.spec.errors import FileError, Note, ResolveError, did_you_mean
 from seqc.spec.kinds import REGISTRY
@@ -50,6 +56,8 @@ import seqc.spec.catalogue  # noqa: F401  isort: skip
 class Program:
     root: ir.SpecFile
     files: list[ir.SpecFile] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+    """The resolved path of each file in `files`, in the same order."""
     inputs: dict[str, ir.InputDecl] = field(default_factory=dict)
     layers: dict[str, ir.LayerDecl] = field(default_factory=dict)
     tasks: dict[str, ir.TaskDecl] = field(default_factory=dict)
@@ -80,37 +88,8 @@ class Program:
 _KIND_WORDS = {"input": "input", "layer": "layer", "task": "task", "experiment": "experiment"}
 
 
-PROJECT_MARKERS = ("seqc.toml", "pyproject.toml", ".git", "ORIGIN")
-"""Files or folders that mark the top of a spec's project (see the module docstring)."""
-
-SEQC_PATH = "SEQC_PATH"
-"""The environment variable naming library folders that imports may also reach."""
-
 MAX_IMPORT_DEPTH = 100
 """How many files deep imports may chain (a.seq imports b.seq imports ...)."""
-
-_SOURCE = Path(__file__).resolve().parents[2]
-BUNDLED_EXAMPLES = _SOURCE / "examples" if (_SOURCE / "pyproject.toml").is_file() else None
-"""The examples of a source checkout of seqc, or None for an installed package."""
-
-
-def project_root(folder: Path) -> Path:
-    """The nearest folder at or above `folder` holding a project marker, else `folder`."""
-    for candidate in (folder, *folder.parents):
-        if any((candidate / m).exists() for m in PROJECT_MARKERS):
-            return candidate
-    return folder
-
-
-def import_roots(root_spec: Path) -> list[Path]:
-    """The folders a program's imports may resolve into, for a resolved root spec path."""
-    roots = [project_root(root_spec.parent)]
-    for entry in os.environ.get(SEQC_PATH, "").split(os.pathsep):
-        if entry.strip():
-            roots.append(Path(entry).expanduser().resolve())
-    if BUNDLED_EXAMPLES is not None and BUNDLED_EXAMPLES.is_dir():
-        roots.append(BUNDLED_EXAMPLES)
-    return roots
 
 
 def load_program(path: str | Path, overlay: Mapping[Path, str] | None = None) -> Program:
@@ -235,6 +214,7 @@ def _visit(
         _visit(child, target, program, seen, stack, roots, overlay)
     stack.pop()
     program.files.append(spec)
+    program.paths.append(abspath)
     _index(spec, program)
 
 

@@ -12,16 +12,27 @@ import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from seqc.spec.cache_paths import text_digest
 from seqc.spec.ir import Span
 
 _SOURCES: dict[str, list[str]] = {}
 """Lines of every file read in this process, so any later pass can render a caret excerpt."""
+
+_DIGESTS: dict[str, str] = {}
+"""The digest of each file's text as it was read, so a verdict about a program names the texts
+that were checked, even if a file changes on disk while the check runs."""
 
 
 def remember_source(path: str, text: str) -> None:
     # lines as the parser counts them: at "\n" only (`splitlines` also breaks at U+2028, U+0085
     # and form feeds, which would shift every excerpt after one)
     _SOURCES[path] = [line.removesuffix("\r") for line in text.split("\n")]
+    _DIGESTS[path] = text_digest(text)
+
+
+def source_digest(path: str) -> str | None:
+    """The digest of the text last read from `path` in this process (`text_digest`)."""
+    return _DIGESTS.get(path)
 
 
 def source_line(path: str, line: int) -> str | None:

@@ -32,26 +32,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from seqc.spec import ir
-
-ENV = "SEQC_PARSE_CACHE"
-"""A folder for the cache, or `off` (also `0`, `false`, `no`, or empty) to disable it."""
+from seqc.spec.cache_paths import ENV as ENV  # re-exported: tests and benches name it here
+from seqc.spec.cache_paths import cache_dir
 
 FORMAT = b"seqc-parse-1\n"
 """The first bytes of an entry; bumped if the entry layout changes."""
 
-_OFF = {"", "0", "off", "false", "no"}
 _FRONT_END = ("grammar.lark", "parser.py", "ir.py", "parse_cache.py")
 """Files whose text keys every entry: a change to any of them invalidates the cache, without
 relying on a version number being bumped while the front end is worked on."""
-
-
-def cache_dir() -> Path | None:
-    """The folder of parse entries, or None when the cache is off."""
-    setting = os.environ.get(ENV)
-    if setting is not None:
-        return None if setting.strip().lower() in _OFF else Path(setting).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "seqc" / "parse"
 
 
 def grammar_cache_file() -> str | None:
