@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import operator
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -361,39 +362,32 @@ def _nesting_span(node: Tree, filename: str) -> ir.Span | None:
     return _span_at(filename, meta.line, meta.column)
 
 
+_STRING_OR_COMMENT = re.compile(r'"(?:\\[^\n]|[^"\\\n])*"?|#[^\n]*')
+"""A string (to its closing quote or the end of its line, escapes skipped) or a comment: one
+regex scan finds the comments, never a `#` inside a string."""
+
+
 def _comments(text: str) -> list[Token]:
     """Comment tokens, found by a string-aware scan (the grammar's lexer drops them)."""
     from lark import Token
 
     out: list[Token] = []
-    line, col, i, n = 1, 1, 0, len(text)
-    in_string = False
-    while i < n:
-        ch = text[i]
-        if in_string:
-            if ch == "\\" and i + 1 < n and text[i + 1] != "\n":
-                i += 2
-                col += 2
-                continue
-            if ch == '"' or ch == "\n":
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "#":
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            tok = Token("COMMENT", text[i:end].rstrip())
-            tok.line, tok.column = line, col
-            tok.end_line, tok.end_column = line, col + (end - i)
-            out.append(tok)
-            col += end - i
-            i = end
+    line, line_start, counted = 1, 0, 0  # the line of `counted`, and where that line starts
+    for m in _STRING_OR_COMMENT.finditer(text):
+        i = m.start()
+        if text[i] != "#":
             continue
-        if ch == "\n":
-            line, col = line + 1, 1
-        else:
-            col += 1
-        i += 1
+        newlines = text.count("\n", counted, i)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", counted, i) + 1
+        counted = i
+        end = m.end()
+        col = i - line_start + 1
+        tok = Token("COMMENT", text[i:end].rstrip())
+        tok.line, tok.column = line, col
+        tok.end_line, tok.end_column = line, col + (end - i)
+        out.append(tok)
     return out
 
 
