@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from spec_fuzz import (
     NESTINGS,
+    OPS,
     Case,
     Mutation,
     Spec,
@@ -119,19 +120,7 @@ def test_every_nesting_mutation_nests_past_the_limit(folder: Path) -> None:
 
 def test_mutations_change_the_text() -> None:
     data = VALID.encode()
-    for op in (
-        "delete",
-        "duplicate",
-        "swap",
-        "replace",
-        "insert",
-        "truncate",
-        "word",
-        "nest",
-        "huge",
-        "bytes",
-        "move_line",
-    ):
+    for op in OPS:
         m = Mutation(op, 0.3, 0.7, size=5, blob=b"\xff")
         assert m.apply(data) != data, op
 

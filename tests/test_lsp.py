@@ -1,8 +1,9 @@
 """`seqc lsp` driven as an editor drives it: the real server in a subprocess, over stdio.
 
 One server serves the whole module (starting one costs a second); each test opens its own
-buffers. Handlers run in order, so once a request is answered, the diagnostics published by
-the notifications sent before it have arrived (`settle`).
+buffers. Handlers run in order and a request first runs the checks that changes left pending
+(they are debounced), so once a request is answered, the diagnostics published for the
+notifications sent before it have arrived (`settle`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from seqc.lsp.server import DEBOUNCE_S
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -233,6 +236,34 @@ async def test_diagnostics_follow_the_buffer_with_code_range_and_quick_fix(clien
 
     replace_all(client, u, MAIN, 4)
     assert await settle(client, u) == []
+    close_doc(client, u)
+
+
+@bounded
+async def test_a_burst_of_changes_is_checked_once_after_it(client, project):
+    """Typing: thirty changes in a burst publish one check, of the last text, by the timer
+    alone (no request comes to flush it)."""
+    u = open_doc(client, project / "burst.seq", MAIN)
+    assert await settle(client, u) == []
+    published: list[int] = []
+
+    class Counting(dict):
+        def __setitem__(self, key: str, value: Any) -> None:
+            if key == u:
+                published.append(len(value))
+            super().__setitem__(key, value)
+
+    client.diagnostics = Counting(client.diagnostics)
+    for version in range(2, 32):
+        replace_all(client, u, MAIN.replace("LayerNorm(d)", f"LayerNorm{version}(d)", 1), version)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while not published and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(5 * DEBOUNCE_S)  # time for any further check to arrive
+    [diag] = client.diagnostics[u]
+    assert diag.code == "unknown-kind" and "LayerNorm31" in diag.message
+    assert 1 <= len(published) <= 3, published  # one, unless the machine stalled mid-burst
     close_doc(client, u)
 
 

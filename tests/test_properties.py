@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
+from spec_fuzz import POOL
 
 from seqc.compiler.check import check_program
 from seqc.resolve.program import load_program
@@ -36,39 +37,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_FILES = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.glob("**/*.seq"))
 TEXTS = {rel: (EXAMPLES / rel).read_text(encoding="utf-8") for rel in EXAMPLE_FILES}
 
-TOKENS = [
-    "{",
-    "}",
-    "(",
-    ")",
-    "[",
-    "]",
-    "=",
-    ",",
-    ".",
-    ":",
-    '"',
-    "#",
-    "x",
-    " x ",
-    "4 x ",
-    "1.5e3",
-    "0",
-    "-",
-    "**",
-    "layer",
-    "model",
-    "forward",
-    "return",
-    "repeat(2)",
-    "extends",
-    "import",
-    "->",
-    "@",
-    "\n",
-    "\\",
-    "seqc 1\n",
-]
+TOKENS = POOL
+"""What an edit inserts: the fuzzer's pool of tokens (punctuation, keywords, extreme numbers)."""
 
 # About 10 s for the file on a laptop core; the crash property loads and checks a program a case.
 SETTINGS = settings(

@@ -28,30 +28,15 @@ from seqc.lsp.documents import (
     text_of,
     uri_of,
 )
-from seqc.spec.errors import CheckError, SeqcError, too_deep
+from seqc.spec.errors import CheckError, SeqcError, clip, too_deep
 
 SOURCE = "seqc"
-MESSAGE_WIDTH = 2_000
-"""The most characters of any one part of a message (a spec may quote a 1 MB string)."""
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MESSAGE_WIDTH else text[:MESSAGE_WIDTH] + "..."
 
 
 def message(e: SeqcError) -> str:
     """The error as `seqc check` words it, without the location and the caret excerpt (the
     editor shows the place itself)."""
-    out = [f"{e.phase} error: {_clip(e.message)}"]
-    if e.expected is not None:
-        out.append(f"expected: {_clip(e.expected)}")
-    if e.found is not None:
-        out.append(f"found: {_clip(e.found)}")
-    if e.suggestion is not None:
-        out.append(f"did you mean `{_clip(e.suggestion)}`?")
-    if e.hint is not None:
-        out.append(f"hint: {_clip(e.hint)}")
-    return "\n".join(out)
+    return "\n".join([f"{e.phase} error: {clip(e.message)}", *e.details()])
 
 
 @dataclass
@@ -168,7 +153,7 @@ def _place(
             outcome.diagnostics[uri].append(
                 types.Diagnostic(
                     range=types.Range(start=lines.at_offset(via[0]), end=lines.at_offset(via[1])),
-                    message=f"an imported file has an error: {e.span}: {_clip(e.message)}",
+                    message=f"an imported file has an error: {e.span}: {clip(e.message)}",
                     severity=types.DiagnosticSeverity.Error,
                     code=e.code,
                     source=SOURCE,

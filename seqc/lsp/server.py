@@ -7,11 +7,15 @@ errors are not exceptions here: they are diagnostics.
 
 Checks run on open, change and save, on the buffer's text; a buffer that imports one that
 changed is checked again too, so an edit in `common/transformer.seq` shows up at once in the
-spec that uses it.
+spec that uses it. Changes are debounced: a check runs `DEBOUNCE_S` after the last keystroke of
+a burst, not once per keystroke, so a fast typist on a large program never queues checks behind
+each other; a request about any buffer (hover, completion, ...) first runs the checks still
+pending, so its answer sees the text the editor sent before it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -27,6 +31,8 @@ from seqc.lsp import completion, diagnostics, formatting, hover, navigation
 from seqc.lsp.documents import Analysis, Lines, resolved
 
 NAME = "seqc"
+DEBOUNCE_S = 0.2
+"""How long after a change the check runs, unless another change comes first."""
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,6 +51,8 @@ class SeqcServer(LanguageServer):
         super().__init__(NAME, ver, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.analyses: dict[str, Analysis] = {}
         self.publisher = diagnostics.Publisher()
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+        """Buffers changed since their last check, with the timer that will check them."""
 
     def log_error(self, what: str, detail: str) -> None:
         """Tell the client's log what failed; never raise (the client may be gone)."""
@@ -80,7 +88,37 @@ class SeqcServer(LanguageServer):
             if other != uri and other in self.analyses and key in self.analyses[other].files:
                 _guarded_call(self, f"checking {other}", self.check, other)
 
+    def check_later(self, uri: str) -> None:
+        """Check the buffer `DEBOUNCE_S` from now, replacing a check already waiting."""
+        self.cancel(uri)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not called from the server's loop: no timer to wait on
+            self.check_with_dependents(uri)
+            return
+        self.pending[uri] = loop.call_later(DEBOUNCE_S, self._check_pending, uri)
+
+    def check_now(self, uri: str) -> None:
+        self.cancel(uri)
+        self.check_with_dependents(uri)
+
+    def cancel(self, uri: str) -> None:
+        handle = self.pending.pop(uri, None)
+        if handle is not None:
+            handle.cancel()
+
+    def flush(self) -> None:
+        """Run every pending check now (before a request, so it answers about fresh text)."""
+        for uri in list(self.pending):
+            self.cancel(uri)
+            _guarded_call(self, f"checking {uri}", self.check_with_dependents, uri)
+
+    def _check_pending(self, uri: str) -> None:
+        self.pending.pop(uri, None)
+        _guarded_call(self, f"checking {uri}", self.check_with_dependents, uri)
+
     def close(self, uri: str) -> None:
+        self.cancel(uri)
         self.analyses.pop(uri, None)
         self._publish(self.publisher.drop(uri))
 
@@ -107,12 +145,15 @@ def _trace(e: BaseException) -> str:
     return "".join(lines[:20] + (["...\n"] if len(lines) > 40 else []) + lines[-20:])
 
 
-def _guarded(what: str) -> Callable[[F], F]:
-    """A handler whose exceptions are logged and answered with None."""
+def _guarded(what: str, request: bool = True) -> Callable[[F], F]:
+    """A handler whose exceptions are logged and answered with None. A `request` first runs
+    the checks that changes left pending."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def handler(server: SeqcServer, params: Any) -> Any:
+            if request:
+                server.flush()
             return _guarded_call(server, what, fn, server, params)
 
         return handler  # type: ignore[return-value]
@@ -124,25 +165,22 @@ server = SeqcServer()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-@_guarded("didOpen")
-def did_open(ls: SeqcServer, params: types.DidOpenTextDocumentParams) -> None:
-    ls.check_with_dependents(params.text_document.uri)
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+@_guarded("didOpen/didSave", request=False)
+def did_open_or_save(
+    ls: SeqcServer, params: types.DidOpenTextDocumentParams | types.DidSaveTextDocumentParams
+) -> None:
+    ls.check_now(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-@_guarded("didChange")
+@_guarded("didChange", request=False)
 def did_change(ls: SeqcServer, params: types.DidChangeTextDocumentParams) -> None:
-    ls.check_with_dependents(params.text_document.uri)
-
-
-@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-@_guarded("didSave")
-def did_save(ls: SeqcServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.check_with_dependents(params.text_document.uri)
+    ls.check_later(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-@_guarded("didClose")
+@_guarded("didClose", request=False)
 def did_close(ls: SeqcServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.close(params.text_document.uri)
 

@@ -93,21 +93,28 @@ class SeqcError(Exception):
 
     def render(self) -> str:
         """Plain-text rendering: location, message, caret excerpt, expected/found, hints."""
-        out = [f"{self.location}: {self.phase} error [{self.code}]: {_clip(self.message)}"]
+        out = [f"{self.location}: {self.phase} error [{self.code}]: {clip(self.message)}"]
         if self.span is not None:
             out.extend(_excerpt(self.span))
-        if self.expected is not None:
-            out.append(f"  expected: {_clip(self.expected)}")
-        if self.found is not None:
-            out.append(f"  found:    {_clip(self.found)}")
-        if self.suggestion is not None:
-            out.append(f"  did you mean `{_clip(self.suggestion)}`?")
-        if self.hint is not None:
-            out.append(f"  hint: {_clip(self.hint)}")
+        out.extend(self.details("  "))
         for note in self.notes:
-            out.append(f"{note.span}: note: {_clip(note.message)}")
+            out.append(f"{note.span}: note: {clip(note.message)}")
             out.extend(_excerpt(note.span))
         return "\n".join(out)
+
+    def details(self, indent: str = "") -> list[str]:
+        """The expected, found, did-you-mean and hint lines, each clipped to `TEXT_WIDTH`: what
+        the CLI prints under the excerpt and an editor shows under the message."""
+        out = []
+        if self.expected is not None:
+            out.append(f"{indent}expected: {clip(self.expected)}")
+        if self.found is not None:
+            out.append(f"{indent}found:    {clip(self.found)}")
+        if self.suggestion is not None:
+            out.append(f"{indent}did you mean `{clip(self.suggestion)}`?")
+        if self.hint is not None:
+            out.append(f"{indent}hint: {clip(self.hint)}")
+        return out
 
 
 EXCERPT_WIDTH = 120
@@ -122,7 +129,8 @@ and a 1 MB string in a spec makes a 1 MB `found:` line otherwise. Far above any 
 writes itself (a conversion error with its explanation runs to 600)."""
 
 
-def _clip(text: str, limit: int = TEXT_WIDTH) -> str:
+def clip(text: str, limit: int = TEXT_WIDTH) -> str:
+    """`text` cut to `limit` characters, saying how long it was."""
     if len(text) <= limit:
         return text
     return f"{text[:limit]}{_CUT} ({len(text):,} characters in all)"
