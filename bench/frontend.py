@@ -14,7 +14,10 @@ Each phase is timed `--reps` times on a fresh program and the median is reported
 - check: `check_layers`, every user layer checked statically;
 - resolve: every experiment resolved after the check (all; one's median; the slowest one);
 - total: `check_file(root)`, what `seqc check FILE` does, from empty caches (every file
-  parsed and its parse entry written, everything checked, the verdict written);
+  parsed and its parse entry written, everything checked, the verdict written), timed inside a
+  fresh process after its imports, as a `seqc check` runs it; the later half of the imports is
+  parsed by a forked helper (`seqc.resolve.prefetch`);
+- total_serial: the same with the helper off (`SEQC_PARALLEL_PARSE=0`), in the same rep;
 - warm: the same again, as on a second `seqc check` of an unchanged program: the verdict of the
   first is still true (`seqc.compiler.check_cache`: every file is read and its digest compared);
 - warm_parse: with the verdict removed but every file in the parse cache
@@ -51,6 +54,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from seqc.compiler.check import check_program  # noqa: E402
 from seqc.compiler.check_cache import check_file  # noqa: E402
+from seqc.resolve import prefetch  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
 from seqc.resolve.layers import check_layers  # noqa: E402
 from seqc.resolve.program import Program, load_program  # noqa: E402
@@ -274,12 +278,41 @@ def _once(main: Path, files: dict[str, str]) -> dict[str, float]:
     each = [_timed(lambda n=n: resolve(program, n), collect=False) for n in program.experiments]
     t["resolve_one"] = statistics.median(each)
     t["resolve_max"] = max(each)
-    _empty_cache()
-    t["total"] = _timed(lambda: check_file(main))
+    t["total_serial"] = _cold_check(main, helper=False)
+    t["total"] = _cold_check(main, helper=True)
+    check_file(main)  # the caches as that left them, in this process too
     t["warm"] = _timed(lambda: check_file(main))  # the verdict of the run before holds
     _empty_cache(parses=False)
     t["warm_parse"] = _timed(lambda: check_file(main))  # every file's IR from the parse cache
     return t
+
+
+_COLD_PROBE = """
+import sys, time
+from seqc.compiler.check_cache import check_file
+from seqc.spec.parser import parse_text
+parse_text("seqc 1\\n", "warm-up.seq")  # Lark built, as in the phases measured in-process
+start = time.perf_counter()
+check_file(sys.argv[1])
+print(time.perf_counter() - start)
+"""
+
+
+def _cold_check(main: Path, helper: bool) -> float:
+    """Seconds of `check_file(main)` from empty caches, in a fresh process as `seqc check`
+    runs (its heap holds only what that check built, which is what a fork copies), after
+    Python's and seqc's imports and the parser's construction."""
+    _empty_cache()
+    env = {**os.environ, prefetch.ENV: "1" if helper else "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", _COLD_PROBE, str(main)],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return float(run.stdout.strip().splitlines()[-1])
 
 
 def _empty_cache(parses: bool = True) -> None:
@@ -362,6 +395,7 @@ def main(argv: list[str] | None = None) -> None:
         ("resolve one (slowest)", t["resolve_max"]),
         (f"resolve all {n_exps}", t["resolve"]),
         ("total: check_file, no caches", t["total"]),
+        ("  the same, no parse helper", t["total_serial"]),
         ("warm: the same again (verdict)", t["warm"]),
         ("warm, parse cache only", t["warm_parse"]),
         (f"seqc check {EXAMPLE.name} (process)", example["warm"]),
@@ -382,6 +416,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"frontend_check_s: {t['check']:.4f}")
     print(f"frontend_resolve_s: {t['resolve']:.4f}")
     print(f"frontend_total_s: {t['total']:.4f}")
+    print(f"frontend_total_serial_s: {t['total_serial']:.4f}")
     print(f"frontend_warm_s: {t['warm']:.4f}")
     print(f"frontend_warm_parse_s: {t['warm_parse']:.4f}")
     print(f"frontend_warm_over_total: {t['warm'] / t['total']:.3f}")

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqc.resolve import prefetch
 from seqc.resolve.roots import (  # noqa: F401  re-exported: callers and tests name them here
     BUNDLED_EXAMPLES,
     PROJECT_MARKERS,
@@ -169,6 +170,55 @@ def _visit(
 ) -> None:
     seen.add(abspath)
     stack.append(abspath)
+    helper = _prefetch(spec, abspath, seen, roots, overlay)
+    try:
+        _visit_imports(spec, abspath, program, seen, stack, roots, overlay, helper)
+    except BaseException:
+        if helper is not None:
+            helper.cancel()
+        raise
+    finally:
+        if helper is not None:
+            helper.wait()
+    stack.pop()
+    program.files.append(spec)
+    program.paths.append(abspath)
+    _index(spec, program)
+
+
+def _prefetch(
+    spec: ir.SpecFile,
+    abspath: Path,
+    seen: set[Path],
+    roots: list[Path],
+    overlay: Mapping[Path, str],
+) -> prefetch.Helper | None:
+    """A helper parsing some of the files `spec` imports, when that pays (`prefetch`)."""
+    if len(spec.imports) < 2:
+        return None
+    candidates: list[Path] = []
+    for imp in spec.imports:
+        try:  # leniently: the loop that follows raises each import's error in its turn
+            target = _import_target(imp, abspath, roots)
+        except ResolveError:
+            continue
+        if target not in seen and target not in overlay and target not in candidates:
+            candidates.append(target)
+    if len(candidates) < 2:
+        return None
+    return prefetch.start([_display(t) for t in candidates], parse_file)
+
+
+def _visit_imports(
+    spec: ir.SpecFile,
+    abspath: Path,
+    program: Program,
+    seen: set[Path],
+    stack: list[Path],
+    roots: list[Path],
+    overlay: Mapping[Path, str],
+    helper: prefetch.Helper | None,
+) -> None:
     for imp in spec.imports:
         target = _import_target(imp, abspath, roots)
         if target in stack:
@@ -206,16 +256,15 @@ def _visit(
         if text is not None:
             child = parse_text(text, str(_display(target)))
         else:
+            shown = _display(target)
+            if helper is not None and helper.takes(shown):
+                helper.wait()  # its entry is in the parse cache now, unless it failed
             try:
-                child = parse_file(_display(target))
+                child = parse_file(shown)
             except FileError as e:
                 e.span = imp.span
                 raise
         _visit(child, target, program, seen, stack, roots, overlay)
-    stack.pop()
-    program.files.append(spec)
-    program.paths.append(abspath)
-    _index(spec, program)
 
 
 def _display(path: Path) -> Path:

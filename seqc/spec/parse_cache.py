@@ -106,6 +106,20 @@ def load(text: str, filename: str) -> ir.SpecFile | None:
     return spec if isinstance(spec, ir.SpecFile) else None
 
 
+def holds(text: str, filename: str) -> bool:
+    """Whether a valid-looking entry for this text at this path exists (its header only is
+    read: a program's loader asks this of every import before deciding what to parse)."""
+    paths = _paths(filename)
+    if paths is None:
+        return False
+    head = FORMAT + _key(text, filename)
+    try:
+        with open(paths[1], "rb") as f:
+            return f.read(len(head)) == head
+    except (OSError, ValueError):
+        return False
+
+
 def store(text: str, filename: str, spec: ir.SpecFile) -> None:
     """Write the entry for this text atomically; any failure leaves the cache as it was."""
     paths = _paths(filename)
