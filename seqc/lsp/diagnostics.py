@@ -36,7 +36,7 @@ SOURCE = "seqc"
 def message(e: SeqcError) -> str:
     """The error as `seqc check` words it, without the location and the caret excerpt (the
     editor shows the place itself)."""
-    return "\n".join([f"{e.phase} error: {clip(e.message)}", *e.details()])
+    return "\n".join([f"{e.phase} error: {clip(e.message)}", *e.detail_lines()])
 
 
 @dataclass

@@ -96,13 +96,13 @@ class SeqcError(Exception):
         out = [f"{self.location}: {self.phase} error [{self.code}]: {clip(self.message)}"]
         if self.span is not None:
             out.extend(_excerpt(self.span))
-        out.extend(self.details("  "))
+        out.extend(self.detail_lines("  "))
         for note in self.notes:
             out.append(f"{note.span}: note: {clip(note.message)}")
             out.extend(_excerpt(note.span))
         return "\n".join(out)
 
-    def details(self, indent: str = "") -> list[str]:
+    def detail_lines(self, indent: str = "") -> list[str]:
         """The expected, found, did-you-mean and hint lines, each clipped to `TEXT_WIDTH`: what
         the CLI prints under the excerpt and an editor shows under the message."""
         out = []
