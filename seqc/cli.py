@@ -316,6 +316,12 @@ def show(
             "--sharding", help="Each param's split over the mesh and its bytes per device."
         ),
     ] = False,
+    passes: Annotated[
+        bool,
+        typer.Option(
+            "--passes", help="With --graph: what each compiler pass did to the training graph."
+        ),
+    ] = False,
 ) -> None:
     """Show a resolved experiment: every value explicit, with its origin on request."""
     from seqc.resolve.experiment import resolve
@@ -335,6 +341,10 @@ def show(
                 return
             for task in r.tasks:
                 print_graph_report(out, program, r, task)
+                if passes:
+                    from seqc.compiler.graph_report import print_pass_report
+
+                    print_pass_report(out, program, r, task)
             return
         if sharding:
             from seqc.compiler.sharding_report import print_sharding_report

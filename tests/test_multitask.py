@@ -241,6 +241,14 @@ def test_jax_and_tf_train_a_two_task_model_alike(tmp_path: Path, mix_by: str) ->
     for t in ("a", "b"):
         np.testing.assert_allclose(jax_losses[t], tf_losses[t], rtol=1e-5, atol=1e-5)
     for name, value in runs["jax"].state["params"].items():
+        if name.endswith(".attn.k.b"):
+            # A key bias adds the same q.b to every score of a query, which softmax ignores: its
+            # gradient is rounding noise, and Adam turns noise into steps of about lr. Its value
+            # is noise on either backend (the order of a fused q/k/v product's sums decides
+            # which), bounded by the steps taken.
+            for v in (np.asarray(value), runs["tf"].state["params"][name].numpy()):
+                assert np.abs(v).max() <= 10 * 1e-2 * 1.01, name
+            continue
         np.testing.assert_allclose(
             np.asarray(value), runs["tf"].state["params"][name].numpy(), atol=1e-3, err_msg=name
         )

@@ -36,6 +36,7 @@ from seqc.compiler.lower.sampled import (
     SAMPLED,
     lower_sampled,
 )
+from seqc.compiler.passes import DEFAULT_PASSES, PassReport, run_passes
 from seqc.compiler.signature import CTC_LABELS, LABELS, TaskKind, input_fields, task_kind
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
@@ -62,7 +63,10 @@ class CompiledTask:
     """The task's resolved config: input, model, loss, metrics, decode."""
     train_graph: Graph | None = None
     """The forward graph a training step runs: `graph` itself, or for a sampled loss the graph
-    up to the output layer's input (the full logits are never built in training)."""
+    up to the output layer's input (the full logits are never built in training), after the
+    experiment's compiler passes (`compile { passes }`, `seqc.compiler.passes`)."""
+    pass_reports: tuple[PassReport, ...] = ()
+    """What each of those passes changed (`seqc show --graph --passes`)."""
 
     @property
     def sampled(self) -> bool:
@@ -181,6 +185,10 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train = lower_criterion(loss, logits, accuracy=False, span=span)
         evaluation = lower_criterion(loss, logits, accuracy=True, span=span)
         train_graph = None
+    names = resolved.config.get("compile", {}).get("passes", DEFAULT_PASSES)
+    reports: list[PassReport] = []
+    if names:  # the training step runs the passed graph; the rest (eval, decode, export) not
+        train_graph, reports = run_passes(train_graph or graph, names)
     return CompiledTask(
         name=task,
         kind=task_kind(fields),
@@ -190,4 +198,5 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         eval_criterion=evaluation,
         config=config,
         train_graph=train_graph,
+        pass_reports=tuple(reports),
     )

@@ -159,3 +159,38 @@ def _top_level(per_layer: dict[str, Any], prefix: str = "") -> dict[str, dict[st
         agg["flops"] += lc.flops
         agg["act"] += lc.activation_bytes
     return out
+
+
+def print_pass_report(console: Console, program: Program, r: ResolvedExperiment, task: str) -> None:
+    """What each of the experiment's passes (`compile { passes }`) did to `task`'s training
+    graph: op counts and forward FLOPs before and after, and the op kinds it changed."""
+    from seqc.compiler.passes import PASSES
+
+    compiled = compile_task(program, r, task)
+    ran = {rep.name: rep for rep in compiled.pass_reports}
+    console.print(
+        Text.assemble(
+            (f"{task}.model", "bold"),
+            ": passes on the training graph (forward FLOPs at B = 1, T = S = 128)",
+        )
+    )
+    table = Table(box=None, padding=(0, 2))
+    for col in ("pass", "ops", "MFLOPs", "op kinds changed"):
+        table.add_column(col, justify="right" if col in ("ops", "MFLOPs") else "left")
+    for name in PASSES:
+        rep = ran.get(name)
+        if rep is None:
+            table.add_row(Text(name), "off", "", Text(PASSES[name].doc))
+            continue
+        changed = [
+            f"{kind} {rep.kinds_before[kind]}->{rep.kinds_after[kind]}"
+            for kind in sorted(set(rep.kinds_before) | set(rep.kinds_after))
+            if rep.kinds_before[kind] != rep.kinds_after[kind]
+        ]
+        table.add_row(
+            Text(name),
+            f"{rep.ops_before} -> {rep.ops_after}",
+            f"{rep.flops_before / 1e6:.2f} -> {rep.flops_after / 1e6:.2f}",
+            Text(", ".join(changed) or "-"),
+        )
+    console.print(table)

@@ -11,15 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from seqc.lsp.context import Cursor, Frame
+from seqc.resolve.experiment import BLOCKS as EXPERIMENT_BLOCKS  # an experiment's, and `share`
 from seqc.resolve.program import Program
 from seqc.spec import ir
 from seqc.spec.kinds import REGISTRY, KindSpec, ParamSpec
 from seqc.spec.types import Type
 
 import seqc.spec.catalogue  # noqa: F401  (fills the registry)  isort: skip
-
-EXPERIMENT_BLOCKS = ("train", "distribution", "export")
-"""Blocks of an experiment body (as `seqc.resolve.experiment.BLOCKS`), besides `share`."""
 
 
 def kinds_named(name: str, namespace: str | None = None) -> list[KindSpec]:

@@ -52,7 +52,7 @@ from seqc.spec.errors import (
 from seqc.spec.kinds import REGISTRY, KindSpec
 from seqc.spec.parser import parse_expr
 
-BLOCKS = ("train", "distribution", "export")
+BLOCKS = ("train", "distribution", "export", "compile")
 SHARE = "share"
 """The experiment's block of shared layers (`seqc.resolve.shares`)."""
 

@@ -226,6 +226,26 @@ block(
     ),
 )
 
+PASS_NAMES: Final = ("fuse_matmul", "cse", "dce")
+"""The compiler's passes on a model's training graph, in the order they run
+(`seqc.compiler.passes`, which checks that it implements exactly these)."""
+
+DEFAULT_PASSES: Final = PASS_NAMES
+
+block(
+    "compile",
+    "How the compiler rewrites the model's graph before a training step runs it.",
+    param(
+        "passes",
+        list_of(one_of(*PASS_NAMES)),
+        list(DEFAULT_PASSES),
+        "Passes on the training graph (they always run in the order fuse_matmul, cse, dce): "
+        "fuse_matmul makes sibling matmuls that read one input one product (q, k and v), cse "
+        "computes identical ops once, dce removes ops nothing reads. [] trains the graph as "
+        "lowered; `seqc show --graph --passes` shows what each did.",
+    ),
+)
+
 block(
     "export",
     "Serving formats written after training.",

@@ -1,0 +1,34 @@
+"""Compiler passes on the op graph: functions Graph -> Graph that a training step runs faster.
+
+A lowered graph is what each layer kind wrote on its own; a pass sees the whole step and
+rewrites it (`PASSES`, in the order they run). Every pass keeps the layer path and span of what
+it rewrites on the ops it creates, keeps params and their names (so checkpoints are unchanged),
+and computes the same function: tests compare each pass against the unpassed graph on every
+example. An experiment lists the passes it wants in `compile { passes = [...] }` (default:
+`DEFAULT_PASSES`); `seqc show --graph --passes` prints what each one did.
+"""
+
+from __future__ import annotations
+
+from seqc.compiler.passes.base import Pass, PassReport, run_passes
+from seqc.compiler.passes.cse import cse
+from seqc.compiler.passes.dce import dce
+from seqc.compiler.passes.fuse_matmul import fuse_matmul
+from seqc.spec.catalogue import blocks as catalogue
+
+PASSES: dict[str, Pass] = {
+    p.name: p
+    for p in (
+        Pass("fuse_matmul", fuse_matmul, "sibling matmuls that read one input become one"),
+        Pass("cse", cse, "identical ops on identical inputs computed once"),
+        Pass("dce", dce, "ops nothing reads removed"),
+    )
+}
+"""Every pass, by name, in the order `run_passes` applies a selection of them."""
+
+DEFAULT_PASSES: tuple[str, ...] = tuple(catalogue.DEFAULT_PASSES)
+"""What an experiment runs unless its `compile { passes = [...] }` says otherwise."""
+
+assert tuple(PASSES) == catalogue.PASS_NAMES, "the catalogue names the passes, in their order"
+
+__all__ = ["DEFAULT_PASSES", "PASSES", "Pass", "PassReport", "run_passes"]

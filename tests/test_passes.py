@@ -1,0 +1,139 @@
+"""Compiler passes (`seqc.compiler.passes`): each computes what the unpassed graph computes, on
+every example's model, keeps the params and their names, and labels what it creates with the
+layer path and span of what it replaced."""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lowering_helpers import compile_spec, params_of, run
+
+from seqc.compiler.compile import CompiledTask
+from seqc.compiler.graph import Graph
+from seqc.compiler.passes import DEFAULT_PASSES, PASSES, run_passes
+from seqc.resolve.program import load_program
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SMALL = ("smoke", "tiny", "quick", "cpu", "ce")
+"""Experiments named so are the small variants: one per example file is compiled here."""
+
+DIMS = {"B": 2, "T": 7, "S": 5}
+OTHER_DIM = 4000
+"""Any other symbolic dim (audio samples): long enough for a speech front end's windows."""
+
+
+def _example_experiments() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted(EXAMPLES.glob("*/*.seq")):
+        if path.parent.name == "common":
+            continue
+        program = load_program(path)
+        names = [n for n, e in program.experiments.items() if e.span and Path(e.span.file) == path]
+        small = [n for n in names if any(tag in n.split(".")[-1] for tag in SMALL)]
+        if names:
+            out.append((str(path.relative_to(EXAMPLES)), (small or names)[0]))
+    return out
+
+
+@cache
+def _task(rel: str, experiment: str) -> CompiledTask:
+    return compile_spec(EXAMPLES / rel, experiment)
+
+
+def _inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, vid in graph.inputs.items():
+        t = graph.ops[vid].type
+        shape = tuple(DIMS.get(d, OTHER_DIM) if isinstance(d, str) else d for d in t.shape)
+        if t.dtype == "bool":
+            out[name] = np.ones(shape, bool)
+        elif t.dtype.startswith("int"):
+            out[name] = rng.integers(0, 4, shape).astype(t.dtype)
+        else:
+            out[name] = rng.normal(0, 1, shape).astype(t.dtype)
+    return out
+
+
+def _same_function(graph: Graph, passed: Graph) -> None:
+    params = params_of(graph)
+    inputs = _inputs(graph)
+    want = run(graph, params, inputs)
+    got = run(passed, params, inputs)
+    assert got.shape == want.shape
+    scale = max(1.0, float(np.abs(want).max()))
+    assert np.abs(got - want).max() <= 1e-6 * scale, np.abs(got - want).max()
+
+
+@pytest.mark.parametrize(("rel", "experiment"), _example_experiments())
+def test_every_example_computes_the_same_with_the_default_passes(rel: str, experiment: str) -> None:
+    graph = _task(rel, experiment).graph
+    passed, reports = run_passes(graph, DEFAULT_PASSES)
+    assert [r.name for r in reports] == list(DEFAULT_PASSES)
+    assert passed.params is graph.params  # the same params, by the same names
+    assert set(passed.inputs) == set(graph.inputs)
+    # the same products; the cost model bills the weights' concat a FLOP per value copied
+    assert reports[-1].flops_after <= 1.01 * reports[0].flops_before
+    _same_function(graph, passed)
+
+
+@pytest.mark.parametrize("name", list(PASSES))
+def test_each_pass_alone_computes_the_same(name: str) -> None:
+    graph = _task("mt/bible_transformer.seq", "mt.bible.transformer.smoke").graph
+    passed, [report] = run_passes(graph, [name])
+    assert report.ops_before == len(graph.ops) and report.ops_after == len(passed.ops)
+    _same_function(graph, passed)
+
+
+def test_fusion_makes_one_product_of_q_k_and_v_labelled_with_their_layers() -> None:
+    graph = _task("lm/shakespeare.seq", "lm.shakespeare.quick").graph
+    passed, _ = run_passes(graph, ["fuse_matmul"])
+
+    def weight(g: Graph, op: object) -> str:
+        return g.ops[op.inputs[1]].attrs.get("name", "")  # type: ignore[attr-defined]
+
+    before = Counter(op.kind for op in graph.ops)
+    after = Counter(op.kind for op in passed.ops)
+    queries = [op for op in graph.ops if op.kind == "matmul" and weight(graph, op).endswith(".q.w")]
+    assert len(queries) >= 1
+    # per block: q, k, v -> one; the MLP's two products read different inputs and stay
+    assert after["matmul"] == before["matmul"] - 2 * len(queries)
+    fused = [
+        op for op in passed.ops if op.kind == "matmul" and passed.ops[op.inputs[1]].kind == "concat"
+    ]
+    assert [op.layer for op in fused] == [op.layer for op in queries]
+    assert [op.span for op in fused] == [op.span for op in queries]
+    for op in fused:
+        concat = passed.ops[op.inputs[1]]
+        names = [passed.ops[i].attrs["name"] for i in concat.inputs]
+        assert [n.rsplit(".", 2)[-2] for n in names] == ["q", "k", "v"]
+        parts = [s for s in passed.ops if s.kind == "slice" and s.inputs == (op.id,)]
+        assert [(s.attrs["start"], s.attrs["end"]) for s in parts] == [
+            (0, op.type.shape[-1] // 3),
+            (op.type.shape[-1] // 3, 2 * op.type.shape[-1] // 3),
+            (2 * op.type.shape[-1] // 3, op.type.shape[-1]),
+        ]
+        assert all(s.layer == op.layer and s.span is not None for s in parts)
+
+
+def test_cse_shares_the_masks_and_constants_of_repeated_layers() -> None:
+    graph = _task("lm/shakespeare.seq", "lm.shakespeare.quick").graph
+    passed, [report] = run_passes(graph, ["cse"])
+    before = Counter(op.kind for op in graph.ops)
+    after = Counter(op.kind for op in passed.ops)
+    assert before["causal_mask"] > 1 and after["causal_mask"] == 1
+    assert after["dropout"] == before["dropout"]  # draws are never merged
+    assert report.ops_after < report.ops_before
+
+
+def test_dce_keeps_inputs_outputs_and_the_output_layer() -> None:
+    task = _task("lm/shakespeare.seq", "lm.shakespeare.quick")
+    graph = task.graph
+    passed, _ = run_passes(graph, ["dce"])
+    assert passed.head is not None and graph.head is not None
+    assert passed.ops[passed.head.logits].layer == graph.ops[graph.head.logits].layer
+    assert passed.ops[passed.outputs[0]].type == graph.ops[graph.outputs[0]].type
