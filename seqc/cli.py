@@ -48,6 +48,7 @@ HEAVY_COMMANDS = (
     "average",
     "export",
     "place",
+    "profile",
     "calibrate",
     "launch",
 )

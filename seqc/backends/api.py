@@ -289,6 +289,12 @@ class Backend(Protocol):
         """The graph's outputs, compiled once per graph and input shapes (inference mode)."""
         ...
 
+    def profile_op(self, graph: Graph, inputs: Arrays, reps: int) -> tuple[float, float]:
+        """Median seconds of the forward pass, and of the backward pass (the gradient of the sum
+        of the output with respect to every float input, less the forward), of a graph of one
+        op (`seqc.run.profile`), compiled as a training step compiles it, after warm-up."""
+        ...
+
     def step_functions(self, program: StepProgram, params: Arrays) -> StepFunctions:
         """The program's encoder and step over `params`. Given the same program object again
         (new weights at each evaluation of a run), a backend may reuse what it compiled."""

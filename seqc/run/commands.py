@@ -25,6 +25,7 @@ from seqc.run.generators import (
 from seqc.run.launch import launch_cmd
 from seqc.run.outputs import LineFile, one_line
 from seqc.run.place import place_cmd
+from seqc.run.profile import profile_cmd
 from seqc.spec.errors import FileError, UsageError
 
 FileArg = Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)]
@@ -784,6 +785,7 @@ COMMANDS = {
     "average": average_cmd,
     "export": export_cmd,
     "place": place_cmd,
+    "profile": profile_cmd,
     "calibrate": calibrate_cmd,
     "launch": launch_cmd,
 }

@@ -69,6 +69,13 @@ def place_cmd(
             "by default).",
         ),
     ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="Op times measured by `seqc profile --json F`, in place of the estimates.",
+        ),
+    ] = None,
 ) -> None:
     """Place a training step on the experiment's devices with a Baechi placer; prints memory
     and busy time per device and the step time against its lower bound."""
@@ -79,7 +86,15 @@ def place_cmd(
     from seqc.run.session import compile_experiment, compile_joint, several_tasks
 
     multi = None
-    if task is None and several_tasks(resolve(load_program(spec), experiment, set_ or [])):
+    joint = task is None and several_tasks(resolve(load_program(spec), experiment, set_ or []))
+    if joint and profile is not None:
+        from seqc.spec.errors import UsageError
+
+        raise UsageError(
+            "--profile places one task's graph: add --task T (and profile that task)",
+            code="bad-flags",
+        )
+    if joint:
         resolved, multi = compile_joint(spec, experiment, set_ or [], cache_dir)
         placed = place_joint(
             multi, resolved, algorithm, fuse=fuse, keep_activations=keep_activations
@@ -89,6 +104,14 @@ def place_cmd(
         dims = ", ".join(f"{seg.task} {dict(seg.dims)}" for seg in placed.problem.segments)
     else:
         resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir, task)
+        measured = None
+        if profile is not None:
+            from seqc.compiler.placement.plan import batch_dims
+            from seqc.run.profile import read_profile
+
+            remake = f"seqc profile {spec} -e {experiment} --json {profile}"
+            dims = batch_dims(resolved, compiled.name)
+            measured = read_profile(profile, compiled.graph, dims, remake)
         placed = place(
             compiled.graph,
             resolved,
@@ -96,6 +119,7 @@ def place_cmd(
             algorithm,
             fuse=fuse,
             keep_activations=keep_activations,
+            measured=measured,
         )
         what, dims = f"{len(compiled.graph.ops)} ops", str(placed.problem.dims)
     problem, plan = placed.problem, placed.plan

@@ -159,6 +159,36 @@ class JaxBackend:
         fn = self._compiled[key][1]
         return [np.asarray(v) for v in fn(dict(params), dict(inputs))]
 
+    def profile_op(
+        self, graph: Graph, inputs: Mapping[str, np.ndarray], reps: int
+    ) -> tuple[float, float]:
+        import jax
+        import jax.numpy as jnp
+
+        from seqc.backends.jax.ops import Ctx, run_graph
+        from seqc.backends.timing import median_seconds
+
+        feeds = {k: jax.device_put(v) for k, v in inputs.items()}
+        rng = jax.random.PRNGKey(0)  # training mode: a dropout draws its mask, as in a step
+        floats = {k for k, v in inputs.items() if np.issubdtype(v.dtype, np.floating)}
+
+        def forward(x: dict) -> jax.Array:
+            return run_graph(graph, {}, x, Ctx(rng=rng, training=True))[0]
+
+        def total(wrt: dict, rest: dict) -> jax.Array:
+            return jnp.sum(forward({**rest, **wrt}).astype(jnp.float32))
+
+        fwd = jax.jit(forward)
+        fwd_s = median_seconds(lambda: jax.block_until_ready(fwd(feeds)), reps)
+        out_dtype = graph.ops[graph.outputs[0]].type.dtype
+        if not floats or not out_dtype.startswith(("float", "bfloat")):
+            return fwd_s, 0.0
+        grad = jax.jit(jax.grad(total))
+        wrt = {k: v for k, v in feeds.items() if k in floats}
+        rest = {k: v for k, v in feeds.items() if k not in floats}
+        both_s = median_seconds(lambda: jax.block_until_ready(grad(wrt, rest)), reps)
+        return fwd_s, max(0.0, both_s - fwd_s)
+
     def step_functions(
         self, program: StepProgram, params: Mapping[str, np.ndarray]
     ) -> StepFunctions:

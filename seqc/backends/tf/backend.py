@@ -172,6 +172,38 @@ class TfBackend:
         weights = {k: tf.convert_to_tensor(v) for k, v in params.items()}
         return [np.asarray(v) for v in fn(weights, feeds)]
 
+    def profile_op(
+        self, graph: Graph, inputs: Mapping[str, np.ndarray], reps: int
+    ) -> tuple[float, float]:
+        import tensorflow as tf
+
+        from seqc.backends.tf.ops import Ctx, run_graph
+        from seqc.backends.timing import median_seconds
+
+        feeds = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
+        floats = [k for k, v in inputs.items() if np.issubdtype(v.dtype, np.floating)]
+        seed = tf.constant([0, 1], tf.int64)  # training mode: a dropout draws its mask
+
+        def run(x: dict) -> tf.Tensor:
+            return run_graph(graph, {}, x, Ctx(rng=seed, training=True))[0]
+
+        fwd = tf.function(run, jit_compile=True)
+        fwd_s = median_seconds(lambda: fwd(feeds).numpy(), reps)
+        out_dtype = graph.ops[graph.outputs[0]].type.dtype
+        if not floats or not out_dtype.startswith(("float", "bfloat")):
+            return fwd_s, 0.0
+
+        @tf.function(jit_compile=True)
+        def grad(x: dict) -> list:
+            with tf.GradientTape() as tape:
+                watched = [x[k] for k in floats]
+                tape.watch(watched)
+                total = tf.reduce_sum(tf.cast(run(x), tf.float32))
+            return tape.gradient(total, watched)
+
+        both_s = median_seconds(lambda: [g.numpy() for g in grad(feeds) if g is not None], reps)
+        return fwd_s, max(0.0, both_s - fwd_s)
+
     def step_functions(
         self, program: StepProgram, params: Mapping[str, np.ndarray]
     ) -> StepFunctions:

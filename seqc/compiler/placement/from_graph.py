@@ -184,6 +184,7 @@ def problem_from_graph(
     fuse: bool = True,
     retain_activations: bool = False,
     segments: Sequence[Segment] = (),
+    measured: Mapping[int, float] | None = None,
 ) -> GraphProblem:
     """The placement problem of one training step of `graph` on `devices_config`.
 
@@ -194,6 +195,8 @@ def problem_from_graph(
     keeps it for backward (off by default, as in Baechi's forward-only memory model).
     `segments`: the tasks of a multi-task graph; each one's ops take its dims (the others
     `batch_dims`).
+    `measured`: forward + backward seconds by op id (`seqc profile`), used in place of the
+    estimate for those ops.
     """
     dims = dict(DEFAULT_DIMS if batch_dims is None else batch_dims)
     ops = graph.ops
@@ -246,9 +249,10 @@ def problem_from_graph(
             persistent[v] += int(op.attrs["max_length"]) * int(op.attrs["d"]) * 4
         if not is_unit[v] or op.kind in LEAVES:
             continue
-        f = op_flops(op, graph, dims_of[v])
-        moved = 0 if op.kind in _FREE else act[v] + sum(act[u] for u in dict.fromkeys(op.inputs))
-        compute[v] += (1 + BACKWARD_FACTOR) * max(f / flops_s, moved / bw_s)
+        if measured is not None and v in measured:
+            compute[v] += measured[v]
+        else:
+            compute[v] += estimated_seconds(op, graph, dims_of[v], flops_s, bw_s)
         if op.type.dtype.startswith(("float", "bfloat")) and op.kind != "input":
             temporary[v] = act[v]
         if retain_activations:
@@ -391,6 +395,24 @@ def problem_from_graph(
         if segments
         else [],
     )
+
+
+def estimated_seconds(
+    op: Op, graph: Graph, dims: Mapping[str, int], flops_s: float, bw_s: float
+) -> float:
+    """The cost model's forward + backward seconds of one op: FLOPs over the device's FLOP/s
+    or bytes moved over its bandwidth, whichever is longer, backward `BACKWARD_FACTOR` times
+    forward. Reshapes, transposes and slices move nothing (the framework fuses them)."""
+
+    def nbytes(v: int) -> int:
+        t = graph.ops[v].type
+        return size(t.shape, dims) * DTYPE_BYTES[t.dtype]
+
+    f = op_flops(op, graph, dict(dims))
+    moved = (
+        0 if op.kind in _FREE else nbytes(op.id) + sum(nbytes(u) for u in dict.fromkeys(op.inputs))
+    )
+    return (1 + BACKWARD_FACTOR) * max(f / flops_s, moved / bw_s)
 
 
 def _contract(a: int, b: int, succ: dict[int, set[int]], pred: dict[int, set[int]]) -> None:

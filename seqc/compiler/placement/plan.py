@@ -67,8 +67,10 @@ def place(
     *,
     fuse: bool = True,
     keep_activations: bool = False,
+    measured: Mapping[int, float] | None = None,
 ) -> Placement:
-    """Plan one training step of `graph` with the experiment's placement (or `algorithm`)."""
+    """Plan one training step of `graph` with the experiment's placement (or `algorithm`);
+    `measured`: op seconds from `seqc profile`, in place of the estimate."""
     return _place(
         graph,
         resolved,
@@ -76,6 +78,7 @@ def place(
         algorithm,
         fuse=fuse,
         keep_activations=keep_activations,
+        measured=measured,
     )
 
 
@@ -118,6 +121,7 @@ def _place(
     fuse: bool,
     keep_activations: bool,
     segments: Sequence[Segment] = (),
+    measured: Mapping[int, float] | None = None,
 ) -> Placement:
     dist = resolved.config["distribution"]
     asked = dist["placement"]
@@ -148,6 +152,7 @@ def _place(
         fuse=fuse and kind != "manual",  # fusion may join layers a manual plan splits
         retain_activations=keep_activations,
         segments=segments,
+        measured=measured,
     )
     plan = run_placement(problem, kind, args, span)
     check(problem, plan)
