@@ -32,7 +32,8 @@ from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
-LONG = ["--set", "train.steps=300", "--set", "train.checkpoint_every=50"]
+LONG_STEPS = 200
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=40"]
 """Long enough (a few seconds) to stop it midway, with checkpoints to resume from."""
 
 
@@ -103,7 +104,7 @@ def _losses(run: Path) -> list[float]:
 
 def _final_params(run: Path) -> dict[str, np.ndarray]:
     weights = read_weights(run / "checkpoints")
-    assert weights.step == 300
+    assert weights.step == LONG_STEPS
     return weights.params
 
 
@@ -132,7 +133,7 @@ def test_two_processes_train_as_one(folder: Path, straight: Path, one: list[floa
     """The first 20 steps of the 2-process run are one process's (the schedule and the data
     order do not depend on the run's length)."""
     two = _losses(straight)
-    assert len(one) == 20 and len(two) == 300
+    assert len(one) == 20 and len(two) == LONG_STEPS
     for x, y in zip(one, two[:20], strict=True):
         assert abs(x - y) <= 1e-5 * abs(x), (one, two[:20])
     topology = json.loads((straight / "run.json").read_text())["topology"]
@@ -163,7 +164,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
     folder: Path, straight: Path
 ) -> None:
     proc = _launch(_train(folder, "killed", *MESH2, *LONG))
-    _wait_for(folder / "killed" / "checkpoints" / "100", proc)
+    _wait_for(folder / "killed" / "checkpoints" / "80", proc)
     os.kill(_rank(proc.pid, 1), signal.SIGKILL)
     code, out = _finish(proc, 120)
     assert code == 128 + signal.SIGKILL, out[-3000:]
@@ -172,7 +173,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
     code, out = _finish(_launch(_train(folder, "killed", *MESH2, *LONG, "--resume")))
     assert code == 0, out[-3000:]
     resumed_from = int(out.split("resumed from step ")[1].split()[0])
-    assert resumed_from >= 100
+    assert resumed_from >= 80
     a, b = _final_params(straight), _final_params(folder / "killed")
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
@@ -181,7 +182,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
 def test_sigterm_checkpoints_every_process_at_one_step(folder: Path, straight: Path) -> None:
     proc = _launch(_train(folder, "preempted", *MESH2, *LONG))
     try:
-        _wait_for(folder / "preempted" / "checkpoints" / "50", proc)
+        _wait_for(folder / "preempted" / "checkpoints" / "40", proc)
         # the lock covers the group: another run may not write to its directory meanwhile
         other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG))
         assert other.exit_code == 2 and "run-locked" in other.output, other.output
