@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -137,3 +138,43 @@ def test_dce_keeps_inputs_outputs_and_the_output_layer() -> None:
     assert passed.head is not None and graph.head is not None
     assert passed.ops[passed.head.logits].layer == graph.ops[graph.head.logits].layer
     assert passed.ops[passed.outputs[0]].type == graph.ops[graph.outputs[0]].type
+
+
+@pytest.mark.parametrize("backend_name", ["jax", "tf"])
+def test_a_checkpoint_trained_without_passes_resumes_with_them(
+    tmp_path: Path, backend_name: str
+) -> None:
+    """The passes keep every param and its name: a run's checkpoint from the graph as lowered
+    restores into a model compiled with the passes, and trains on with the same loss."""
+    from seqc.backends.registry import backend
+
+    rel, exp = "lm/shakespeare.seq", "lm.shakespeare.quick"
+    plain = compile_spec(EXAMPLES / rel, exp, ["compile.passes=[]"])
+    passed = compile_spec(EXAMPLES / rel, exp)
+    fused = [op for op in passed.training_graph.ops if op.kind == "concat"]
+    assert fused and not [op for op in plain.training_graph.ops if op.kind == "concat"]
+    engine = backend(backend_name)
+    from seqc.resolve.experiment import resolve
+
+    train = resolve(load_program(EXAMPLES / rel), exp).config["train"]
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, (2, 9)).astype(np.int32)
+
+    batch = SimpleNamespace(
+        arrays={"inputs": ids[:, :-1], "targets": ids[:, 1:], "mask": np.ones((2, 8), bool)}
+    )
+
+    old = engine.model(plain, train)
+    state = old.init(0)
+    state, _ = old.train_step(state, batch, 1e-3)
+    store = engine.checkpoints(tmp_path / "ckpt")
+    store.save(1, state)
+    store.close()
+    new = engine.model(passed, train)
+    restored = engine.checkpoints(tmp_path / "ckpt").restore(new.init(1))
+    want = float(old.eval_step(state["params"], batch)["loss"])
+    got = float(new.eval_step(restored["params"], batch)["loss"])
+    assert got == pytest.approx(want, rel=1e-6)
+    _, metrics = new.train_step(restored, batch, 1e-3)
+    _, metrics_old = old.train_step(state, batch, 1e-3)
+    assert float(metrics["loss"]) == pytest.approx(float(metrics_old["loss"]), rel=1e-5)
