@@ -178,3 +178,18 @@ def test_a_checkpoint_trained_without_passes_resumes_with_them(
     _, metrics = new.train_step(restored, batch, 1e-3)
     _, metrics_old = old.train_step(state, batch, 1e-3)
     assert float(metrics["loss"]) == pytest.approx(float(metrics_old["loss"]), rel=1e-5)
+
+
+def test_a_placed_run_trains_the_graph_its_plan_names() -> None:
+    """A placement maps the ops of the graph as lowered to devices (`seqc place` plans it), so
+    a placed run trains that graph; an unplaced one the passed graph."""
+    task = _task("lm/shakespeare.seq", "lm.shakespeare.quick")
+    assert task.pass_reports and task.training_graph is not task.graph
+    placed = task.without_passes()
+    assert placed.training_graph is task.graph and placed.pass_reports == ()
+    sampled = compile_spec(
+        EXAMPLES / "lm/shakespeare.seq", "lm.shakespeare.quick", ["lm.loss=sampled_softmax(samples=8)"]
+    )
+    assert sampled.graph.head is not None
+    up_to_hidden = sampled.without_passes().training_graph
+    assert up_to_hidden.outputs == [sampled.graph.head.hidden]  # ids of the lowered graph

@@ -67,6 +67,15 @@ class CompiledTask:
     experiment's compiler passes (`compile { passes }`, `seqc.compiler.passes`)."""
     pass_reports: tuple[PassReport, ...] = ()
     """What each of those passes changed (`seqc show --graph --passes`)."""
+    lowered_train_graph: Graph | None = None
+    """`train_graph` before the passes (None: `graph`)."""
+
+    def without_passes(self) -> CompiledTask:
+        """This task training the graph as lowered: what a placed run trains, since a
+        placement plan names the ops of that graph (`seqc place` plans it)."""
+        return dataclasses.replace(
+            self, train_graph=self.lowered_train_graph, pass_reports=(), lowered_train_graph=None
+        )
 
     @property
     def sampled(self) -> bool:
@@ -187,6 +196,7 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train_graph = None
     names = resolved.config.get("compile", {}).get("passes", DEFAULT_PASSES)
     reports: list[PassReport] = []
+    lowered_train_graph = train_graph
     if names:  # the training step runs the passed graph; the rest (eval, decode, export) not
         train_graph, reports = run_passes(train_graph or graph, names)
     return CompiledTask(
@@ -199,4 +209,5 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         config=config,
         train_graph=train_graph,
         pass_reports=tuple(reports),
+        lowered_train_graph=lowered_train_graph,
     )

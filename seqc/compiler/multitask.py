@@ -150,8 +150,10 @@ def rename_graph(graph: Graph, rename: Rename) -> Graph:
 
 def rename_task(task: CompiledTask, rename: Rename) -> CompiledTask:
     train_graph = None if task.train_graph is None else rename_graph(task.train_graph, rename)
+    lowered = task.lowered_train_graph
     return dataclasses.replace(
         task,
+        lowered_train_graph=None if lowered is None else rename_graph(lowered, rename),
         graph=rename_graph(task.graph, rename),
         train_criterion=rename_graph(task.train_criterion, rename),
         eval_criterion=rename_graph(task.eval_criterion, rename),

@@ -118,8 +118,10 @@ def train(
         devices = None if placement is None else placement.devices
         # The model before the run directory: a device the plan lacks is an error before any
         # write.
+        # a plan names the ops of the graph as lowered: a placed run trains that graph
+        compiled = session.compiled if placement is None else session.compiled.without_passes()
         model = engine.model(
-            session.compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
+            compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
         )
         steps = TaskSteps(session, model, seed, warn)
     # The primary process owns the directory for the whole group: only it writes there (the
