@@ -37,7 +37,7 @@ for folder in (ROOT, BENCH):
 
 import train_throughput as tt  # noqa: E402
 from reference_lm import Config  # noqa: E402
-from tight_lm import TightLM, from_seqc  # noqa: E402
+from tight_lm import TightLM, from_reference  # noqa: E402
 
 from seqc.backends.jax.train import JaxModel  # noqa: E402
 from seqc.compiler.compile import compile_task  # noqa: E402
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     # each its own copy: a step donates its state's buffers
     host = {k: np.array(v) for k, v in on_state["params"].items()}
     off_state = off.with_params(host)
-    tight_state = tight.state(from_seqc({k: jax.device_put(v) for k, v in host.items()}, cfg))
+    copied = {k: jax.device_put(v) for k, v in host.items()}
+    tight_state = tight.state(from_reference(tt.seqc_params_as_reference(copied, cfg)))
     losses = {
         "seqc": float(on.eval_step(on_state["params"], first)["loss"]),
         "seqc_nopasses": float(off.eval_step(off_state["params"], first)["loss"]),

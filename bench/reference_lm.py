@@ -11,6 +11,7 @@ initial losses agree although the random values differ. Nothing here imports seq
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,11 +101,17 @@ def _attention(p: dict[str, Any], x: jax.Array, heads: int) -> jax.Array:
     return ctx @ p["o"]["w"] + p["o"]["b"]
 
 
-def logits(params: dict[str, Any], ids: jax.Array, cfg: Config) -> jax.Array:
+Attention = Callable[[dict[str, Any], jax.Array, int], jax.Array]
+
+
+def logits(
+    params: dict[str, Any], ids: jax.Array, cfg: Config, attention: Attention = _attention
+) -> jax.Array:
+    """The forward pass; `attention` is one block's attention (`tight_lm.py` gives its own)."""
     x = params["embed"][ids] * math.sqrt(cfg.d)
     x = x + _positions(ids.shape[1], cfg.d)
     for p in params["blocks"]:
-        x = x + _attention(p, _layer_norm(p["norm1"], x, cfg.eps), cfg.heads)
+        x = x + attention(p, _layer_norm(p["norm1"], x, cfg.eps), cfg.heads)
         h = _layer_norm(p["norm2"], x, cfg.eps)
         h = jax.nn.gelu(h @ p["w1"]["w"] + p["w1"]["b"], approximate=False)
         x = x + h @ p["w2"]["w"] + p["w2"]["b"]
@@ -112,8 +119,13 @@ def logits(params: dict[str, Any], ids: jax.Array, cfg: Config) -> jax.Array:
     return x @ params["embed"].T + params["out_bias"]
 
 
-def loss_fn(params: dict[str, Any], batch: dict[str, jax.Array], cfg: Config) -> jax.Array:
-    logp = jax.nn.log_softmax(logits(params, batch["inputs"], cfg), axis=-1)
+def loss_fn(
+    params: dict[str, Any],
+    batch: dict[str, jax.Array],
+    cfg: Config,
+    attention: Attention = _attention,
+) -> jax.Array:
+    logp = jax.nn.log_softmax(logits(params, batch["inputs"], cfg, attention), axis=-1)
     nll = -jnp.take_along_axis(logp, batch["targets"][..., None], axis=-1)[..., 0]
     mask = batch["mask"].astype(jnp.float32)
     return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1.0)

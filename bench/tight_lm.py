@@ -16,41 +16,22 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from reference_lm import Config, _layer_norm, _positions
+import reference_lm
+from reference_lm import Config
 
 
-def from_seqc(params: dict[str, jax.Array], cfg: Config) -> dict[str, Any]:
-    """seqc's params (named by layer path) as this model's tree, q/k/v side by side."""
-
-    def dense(prefix: str) -> dict[str, jax.Array]:
-        return {"w": params[f"{prefix}.w"], "b": params[f"{prefix}.b"]}
-
-    def norm(prefix: str) -> dict[str, jax.Array]:
-        return {"scale": params[f"{prefix}.scale"], "bias": params[f"{prefix}.bias"]}
-
+def from_reference(params: dict[str, Any]) -> dict[str, Any]:
+    """The reference model's params (`reference_lm.py`'s tree; `train_throughput.py` maps
+    seqc's into it) with each block's q, k and v side by side in one matrix."""
     blocks = []
-    for i in range(cfg.layers):
-        p = f"blocks.{i}"
-        qkv = [dense(f"{p}.attn.{n}") for n in ("q", "k", "v")]
-        blocks.append(
-            {
-                "norm1": norm(f"{p}.norm1"),
-                "qkv": {
-                    "w": jnp.concatenate([x["w"] for x in qkv], axis=1),
-                    "b": jnp.concatenate([x["b"] for x in qkv]),
-                },
-                "o": dense(f"{p}.attn.o"),
-                "norm2": norm(f"{p}.norm2"),
-                "w1": dense(f"{p}.mlp.w1"),
-                "w2": dense(f"{p}.mlp.w2"),
-            }
-        )
-    return {
-        "embed": params["embed.table"],
-        "blocks": blocks,
-        "norm": norm("norm"),
-        "out_bias": params["out.b"],
-    }
+    for p in params["blocks"]:
+        qkv = [p[n] for n in ("q", "k", "v")]
+        fused = {
+            "w": jnp.concatenate([x["w"] for x in qkv], axis=1),
+            "b": jnp.concatenate([x["b"] for x in qkv]),
+        }
+        blocks.append({k: v for k, v in p.items() if k not in ("q", "k", "v")} | {"qkv": fused})
+    return {**params, "blocks": blocks}
 
 
 def _attention(p: dict[str, Any], x: jax.Array, heads: int) -> jax.Array:
@@ -65,22 +46,9 @@ def _attention(p: dict[str, Any], x: jax.Array, heads: int) -> jax.Array:
     return ctx @ p["o"]["w"] + p["o"]["b"]
 
 
-def _logits(params: dict[str, Any], ids: jax.Array, cfg: Config) -> jax.Array:
-    x = params["embed"][ids] * math.sqrt(cfg.d) + _positions(ids.shape[1], cfg.d)
-    for p in params["blocks"]:
-        x = x + _attention(p, _layer_norm(p["norm1"], x, cfg.eps), cfg.heads)
-        h = _layer_norm(p["norm2"], x, cfg.eps)
-        h = jax.nn.gelu(h @ p["w1"]["w"] + p["w1"]["b"], approximate=False)
-        x = x + h @ p["w2"]["w"] + p["w2"]["b"]
-    x = _layer_norm(params["norm"], x, cfg.eps)
-    return x @ params["embed"].T + params["out_bias"]
-
-
 def loss_fn(params: dict[str, Any], batch: dict[str, jax.Array], cfg: Config) -> jax.Array:
-    logp = jax.nn.log_softmax(_logits(params, batch["inputs"], cfg), axis=-1)
-    nll = -jnp.take_along_axis(logp, batch["targets"][..., None], axis=-1)[..., 0]
-    mask = batch["mask"].astype(jnp.float32)
-    return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    """The reference's loss with this model's attention."""
+    return reference_lm.loss_fn(params, batch, cfg, _attention)
 
 
 class TightLM:
