@@ -29,11 +29,13 @@ def test_both_models_run_and_agree() -> None:
     pair = tt.setup(TINY, batch=2, length=16, loss_rtol=0.1)
     losses = pair.losses
     assert math.isclose(losses["reference_on_seqc_params"], losses["seqc"], rel_tol=1e-4)
+    assert math.isclose(losses["tight_jax_on_seqc_params"], losses["seqc"], rel_tol=1e-4)
     # Both start near the uniform distribution's loss (logits have unit variance at init).
     for name in ("seqc", "reference"):
         assert abs(losses[name] - math.log(TINY.vocab)) < 1.5, losses
     assert math.isfinite(tt.seqc_steps(pair, 2))
     assert math.isfinite(tt.reference_steps(pair, 2))
+    assert math.isfinite(tt.tight_steps(pair, 2))
     # Both trained on the first batch: their loss on it fell.
     first = pair.batches[0]
     seqc_after = float(pair.seqc.eval_step(pair.seqc_state["params"], tt.Batch(first))["loss"])

@@ -188,7 +188,9 @@ def test_a_placed_run_trains_the_graph_its_plan_names() -> None:
     placed = task.without_passes()
     assert placed.training_graph is task.graph and placed.pass_reports == ()
     sampled = compile_spec(
-        EXAMPLES / "lm/shakespeare.seq", "lm.shakespeare.quick", ["lm.loss=sampled_softmax(samples=8)"]
+        EXAMPLES / "lm/shakespeare.seq",
+        "lm.shakespeare.quick",
+        ["lm.loss=sampled_softmax(samples=8)"],
     )
     assert sampled.graph.head is not None
     up_to_hidden = sampled.without_passes().training_graph
