@@ -5,6 +5,7 @@ layer path and span of what it replaced."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -195,3 +196,65 @@ def test_a_placed_run_trains_the_graph_its_plan_names() -> None:
     assert sampled.graph.head is not None
     up_to_hidden = sampled.without_passes().training_graph
     assert up_to_hidden.outputs == [sampled.graph.head.hidden]  # ids of the lowered graph
+
+
+def test_attention_becomes_one_op_that_computes_the_same_on_jax_and_tf() -> None:
+    """Without dropout on the probabilities each causal self-attention's chain (scale, scores,
+    causal mask, softmax, weighted sum) becomes one `attention` op, labelled with the layer,
+    computing the same values and gradients on JAX and the same values on TF."""
+    import jax
+    import tensorflow as tf
+
+    from seqc.backends.jax.ops import Ctx as JaxCtx
+    from seqc.backends.jax.ops import run_graph as jax_run_graph
+    from seqc.backends.tf.ops import Ctx as TfCtx
+    from seqc.backends.tf.ops import run_graph as tf_run_graph
+
+    rel, exp = "lm/shakespeare.seq", "lm.shakespeare.quick"
+    graph = compile_spec(EXAMPLES / rel, exp, ["lm.model.dropout=0.0"]).graph
+    passed, [report] = run_passes(graph, ["fuse_attention"])
+    chains = [op for op in graph.ops if op.kind == "softmax"]
+    fused = [op for op in passed.ops if op.kind == "attention"]
+    assert len(fused) == len(chains) >= 2
+    after = Counter(op.kind for op in passed.ops)
+    assert after["softmax"] == after["einsum"] == after["causal_mask"] == 0
+    head_dim = passed.ops[fused[0].inputs[0]].type.shape[-1]
+    for op in fused:
+        assert op.attrs == {"scale": pytest.approx(head_dim**-0.5), "causal": True, "fill": -1e9}
+        assert len(op.inputs) == 3 and op.layer.endswith(".attn") and op.span is not None
+    assert [op.layer for op in fused] == [op.layer for op in chains]
+    assert report.flops_after == report.flops_before  # the cost model bills the same chain
+    _same_function(graph, passed)
+
+    params = {k: v.astype(np.float32) for k, v in params_of(graph).items()}
+    inputs = _inputs(graph)
+    cotangent = np.random.default_rng(1).normal(size=run(graph, params, inputs).shape)
+
+    def loss(g: Graph) -> Callable[[dict], jax.Array]:
+        return lambda p: (jax_run_graph(g, p, inputs, JaxCtx())[0] * cotangent).sum()
+
+    want = jax.jit(jax.grad(loss(graph)))(params)
+    got = jax.jit(jax.grad(loss(passed)))(params)
+    for name in want:
+        scale = max(1.0, float(np.abs(want[name]).max()))
+        assert np.abs(np.asarray(got[name]) - want[name]).max() <= 1e-5 * scale, name
+
+    tf_out = tf.function(lambda xs: tf_run_graph(passed, params, xs, TfCtx())[0])(
+        {k: tf.constant(v) for k, v in inputs.items()}
+    )
+    want_out = run(graph, params, inputs)
+    scale = max(1.0, float(np.abs(want_out).max()))
+    assert np.abs(tf_out.numpy() - want_out).max() <= 1e-5 * scale
+
+
+def test_attention_with_dropout_or_a_key_mask() -> None:
+    """Dropout on the probabilities keeps the chain (a fused kernel takes no dropout mask); a
+    key-padding mask becomes the fused op's fourth operand."""
+    with_dropout = _task("lm/shakespeare.seq", "lm.shakespeare.quick").graph
+    passed, _ = run_passes(with_dropout, ["fuse_attention"])
+    assert not [op for op in passed.ops if op.kind == "attention"]
+    masked = _task("mt/lstm_attention.seq", "mt.bible.lstm").graph
+    passed, _ = run_passes(masked, ["fuse_attention"])
+    [op] = [op for op in passed.ops if op.kind == "attention"]
+    assert len(op.inputs) == 4 and not op.attrs["causal"]
+    assert passed.ops[op.inputs[3]].type.dtype == "bool"

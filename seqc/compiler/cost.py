@@ -63,6 +63,10 @@ def size(shape: tuple[Dim, ...], dims: dict[str, int]) -> int:
     return n
 
 
+def _dim(d: Dim, dims: dict[str, int]) -> int:
+    return d if isinstance(d, int) else _eval(d, dims)
+
+
 def _eval(d: str, dims: dict[str, int]) -> int:
     if d in dims:
         return dims[d]
@@ -88,6 +92,13 @@ def op_flops(op: Op, graph: Graph, dims: dict[str, int]) -> int:
         for v in sizes.values():
             n *= v
         return 2 * n
+    if op.kind == "attention":  # the chain it stands for (`passes.fuse_attention`)
+        bsz, t, heads, d = (_dim(x, dims) for x in graph.ops[op.inputs[0]].type.shape)
+        s = _dim(graph.ops[op.inputs[1]].type.shape[1], dims)
+        scores = bsz * heads * t * s
+        masked = int(op.attrs["causal"] or len(op.inputs) > 3)  # a select per score
+        scaled = int(op.attrs["scale"] is not None) * bsz * t * heads * d  # q times the scale
+        return 4 * scores * d + (_EW_COST["softmax"] + masked) * scores + scaled
     if op.kind == "conv1d":  # w[width, c_in / groups, c_out]: a grouped one is this much cheaper
         w = graph.ops[op.inputs[1]].type.shape
         return 2 * out * int(w[0]) * int(w[1])

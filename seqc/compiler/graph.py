@@ -638,3 +638,8 @@ PRIMITIVES = (
     | REDUCE
 )
 """Everything a backend implements. A new layer kind lowers to these; it adds none."""
+
+FUSED = {"attention"}
+"""Ops that only a compiler pass makes (`seqc.compiler.passes`), on the training graph, which
+only the training backends (JAX, TF) run: each stands for a chain of `PRIMITIVES` that a
+backend may compute as one kernel. Lowering never emits them, so exports never see them."""

@@ -229,6 +229,38 @@ def _causal(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     return jnp.tril(jnp.ones((n, n), jnp.bool_))
 
 
+@op("attention")
+def _attention(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """The fused attention of `seqc.compiler.passes.fuse_attention`: cuDNN's flash attention
+    through `jax.nn.dot_product_attention` on a GPU in half precision (what its kernel takes),
+    else the chain the pass replaced, op for op, so that the pass changes no number."""
+    q, k, v, *rest = xs
+    allowed = rest[0] if rest else None
+    if jax.default_backend() == "gpu" and q.dtype in (jnp.bfloat16, jnp.float16):
+        try:
+            return jax.nn.dot_product_attention(
+                q,
+                k.astype(q.dtype),
+                v.astype(q.dtype),
+                mask=allowed,
+                scale=1.0 if attrs["scale"] is None else attrs["scale"],
+                is_causal=attrs["causal"],
+                implementation="cudnn",
+            )
+        except Exception:  # a shape, layout or cuDNN version the kernel does not take
+            pass
+    if attrs["scale"] is not None:
+        q = q * _constant([], {"value": attrs["scale"]}, ctx)
+    scores = _einsum([q, k], {"equation": "bqhd,bkhd->bhqk"}, ctx)
+    if attrs["causal"]:
+        tri = jnp.tril(jnp.ones((q.shape[1], k.shape[1]), jnp.bool_))
+        allowed = tri if allowed is None else jnp.logical_and(allowed, tri)
+    if allowed is not None:
+        scores = _where([allowed, scores, attrs["fill"]], {}, ctx)
+    probs = _softmax([scores], {"axis": -1}, ctx)
+    return _einsum([probs, v], {"equation": "bhqk,bkhd->bqhd"}, ctx)
+
+
 @op("dropout")
 def _dropout(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     x = xs[0]

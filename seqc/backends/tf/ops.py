@@ -284,6 +284,26 @@ def _causal(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     return t[:, None] >= t[None, :]
 
 
+@op("attention")
+def _attention(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """The fused attention of `seqc.compiler.passes.fuse_attention`. TensorFlow has no fused
+    attention kernel to call (XLA fuses what it can of the chain itself): this is the chain
+    the pass replaced, op for op, so that the pass changes no number."""
+    q, k, v, *rest = xs
+    allowed = rest[0] if rest else None
+    if attrs["scale"] is not None:
+        q = q * _constant([], {"value": attrs["scale"]}, ctx)
+    scores = _einsum([q, k], {"equation": "bqhd,bkhd->bhqk"}, ctx)
+    if attrs["causal"]:
+        t = tf.range(_dim(q, 1))
+        tri = t[:, None] >= t[None, :]
+        allowed = tri if allowed is None else tf.logical_and(allowed, tri)
+    if allowed is not None:
+        scores = _where([allowed, scores, tf.constant(attrs["fill"], scores.dtype)], {}, ctx)
+    probs = _softmax([scores], {"axis": -1}, ctx)
+    return _einsum([probs, v], {"equation": "bhqk,bkhd->bqhd"}, ctx)
+
+
 @op("dropout")
 def _dropout(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     x = xs[0]

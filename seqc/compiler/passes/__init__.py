@@ -13,6 +13,7 @@ from __future__ import annotations
 from seqc.compiler.passes.base import Pass, PassReport, run_passes
 from seqc.compiler.passes.cse import cse
 from seqc.compiler.passes.dce import dce
+from seqc.compiler.passes.fuse_attention import fuse_attention
 from seqc.compiler.passes.fuse_matmul import fuse_matmul
 from seqc.spec.catalogue import blocks as catalogue
 
@@ -20,6 +21,11 @@ PASSES: dict[str, Pass] = {
     p.name: p
     for p in (
         Pass("fuse_matmul", fuse_matmul, "sibling matmuls that read one input become one"),
+        Pass(
+            "fuse_attention",
+            fuse_attention,
+            "scores, mask, softmax and weighted sum become one attention op",
+        ),
         Pass("cse", cse, "identical ops on identical inputs computed once"),
         Pass("dce", dce, "ops nothing reads removed"),
     )

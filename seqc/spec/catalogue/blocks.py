@@ -226,7 +226,7 @@ block(
     ),
 )
 
-PASS_NAMES: Final = ("fuse_matmul", "cse", "dce")
+PASS_NAMES: Final = ("fuse_matmul", "fuse_attention", "cse", "dce")
 """The compiler's passes on a model's training graph, in the order they run
 (`seqc.compiler.passes`, which checks that it implements exactly these)."""
 
@@ -239,8 +239,10 @@ block(
         "passes",
         list_of(one_of(*PASS_NAMES)),
         list(DEFAULT_PASSES),
-        "Passes on the training graph (they always run in the order fuse_matmul, cse, dce): "
-        "fuse_matmul makes sibling matmuls that read one input one product (q, k and v), cse "
+        "Passes on the training graph (they always run in the order fuse_matmul, "
+        "fuse_attention, cse, dce): fuse_matmul makes sibling matmuls that read one input one "
+        "product (q, k and v), fuse_attention makes each attention's scores, mask, softmax "
+        "and weighted sum one op (cuDNN's fused kernel under JAX on a GPU in bfloat16), cse "
         "computes identical ops once, dce removes ops nothing reads. [] trains the graph as "
         "lowered; `seqc show --graph --passes` shows what each did.",
     ),
