@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from seqc.run.console import err, out
+
+if TYPE_CHECKING:
+    from seqc.compiler.graph import Graph
+    from seqc.compiler.placement.plan import Placement
+    from seqc.resolve.experiment import ResolvedExperiment
 
 
 def place_cmd(
@@ -94,6 +99,7 @@ def place_cmd(
             "--profile places one task's graph: add --task T (and profile that task)",
             code="bad-flags",
         )
+    measured = None
     if joint:
         resolved, multi = compile_joint(spec, experiment, set_ or [], cache_dir)
         placed = place_joint(
@@ -104,7 +110,6 @@ def place_cmd(
         dims = ", ".join(f"{seg.task} {dict(seg.dims)}" for seg in placed.problem.segments)
     else:
         resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir, task)
-        measured = None
         if profile is not None:
             from seqc.compiler.placement.plan import batch_dims
             from seqc.run.profile import read_profile
@@ -129,6 +134,12 @@ def place_cmd(
         soft_wrap=True,
     )
     out.print(summary(problem, plan))
+    if measured is not None:
+        out.print(
+            compared_with_estimate(
+                compiled.graph, resolved, compiled.name, placed, algorithm, fuse, keep_activations
+            )
+        )
     if multi is not None:
         out.print(tasks_summary(problem, plan, multi))
     if json_file is not None:
@@ -136,3 +147,47 @@ def place_cmd(
         out.print(f"plan: {json_file}")
     if gantt_file is not None:
         out.print(f"gantt: {gantt(problem, plan, gantt_file)}")
+
+
+def compared_with_estimate(
+    graph: Graph,
+    resolved: ResolvedExperiment,
+    task: str,
+    placed: Placement,
+    algorithm: str | None,
+    fuse: bool,
+    keep_activations: bool,
+) -> str:
+    """The same algorithm's plan from the estimated costs, replayed with the measured ones: how
+    much the measurement changed the placement's step (the measured costs are the truth both
+    plans are timed by)."""
+    from seqc.compiler.placement.plan import place, replay
+
+    estimated = place(
+        graph, resolved, task, algorithm, fuse=fuse, keep_activations=keep_activations
+    )
+    again = replay(placed.problem, estimated.devices)
+    moved = _moved(again.device, placed.plan.device, [d.memory for d in placed.problem.devices])
+    # both replayed by one simulator, so the ratio is the placements', not the placers' orders
+    mine = replay(placed.problem, placed.devices).makespan
+    return (
+        f"from the estimated costs, {placed.plan.algorithm} makes a plan that takes "
+        f"{again.makespan / 1e3:.2f} ms with the measured ones (it expected "
+        f"{estimated.plan.makespan / 1e3:.2f} ms); this plan, replayed alike, {mine / 1e3:.2f} ms "
+        f"(x{again.makespan / mine if mine else 1.0:.2f}) and puts {moved} of "
+        f"{len(again.device)} nodes elsewhere"
+    )
+
+
+def _moved(first: list[int], second: list[int], memory: list[int]) -> int:
+    """Nodes the two placements put apart, up to a renaming of devices that are alike (of one
+    memory size): two plans that swap two identical devices put every node where the other
+    does. Devices are matched greedily, by the nodes they share."""
+    shared: dict[tuple[int, int], int] = {}
+    for a, b in zip(first, second, strict=True):
+        shared[a, b] = shared.get((a, b), 0) + 1
+    rename: dict[int, int] = {}
+    for (a, b), _ in sorted(shared.items(), key=lambda kv: -kv[1]):
+        if a not in rename and b not in rename.values() and memory[a] == memory[b]:
+            rename[a] = b
+    return sum(rename.get(a, -1) != b for a, b in zip(first, second, strict=True))

@@ -9,6 +9,7 @@ placed whole (`place_joint`): one step of every task, over the union of their gr
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -222,6 +223,20 @@ def _longest(layer: str, table: Mapping[str, int], default: int) -> int:
 def op_devices(problem: GraphProblem, plan: Plan) -> dict[int, int]:
     """Op id -> device index from a plan over a `GraphProblem` (its nodes map back to ops)."""
     return {op: plan.device[node] for node, ops in enumerate(problem.ops) for op in ops}
+
+
+def replay(problem: GraphProblem, devices: Mapping[int, int]) -> Plan:
+    """A placement of the same graph made over another problem (the same ops under other
+    costs: the estimate where `problem` holds measured ones), replayed on `problem`: each node
+    on the device that most of its ops had. What that placement's step takes under these
+    costs, to set beside the plan made from them."""
+    device_of = []
+    for ops in problem.ops:
+        votes = Counter(devices[op] for op in ops if op in devices)
+        device_of.append(votes.most_common(1)[0][0] if votes else 0)
+    plan = simulate(problem, device_of, algorithm="replay")
+    plan.lower_bound = problem.lower_bound()
+    return plan
 
 
 def optimizer_slots(optimizer: Any) -> int:
