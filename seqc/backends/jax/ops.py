@@ -166,14 +166,17 @@ def _log_softmax(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 
 @op("layer_norm")
 def _layer_norm(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
-    """Statistics in float32 even under a bfloat16 compute dtype."""
+    """Statistics in float32 even under a bfloat16 compute dtype. The variance reads the mean
+    through a stop-gradient, as `tf.nn.moments` does: its derivative through the mean is zero
+    (the deviations sum to zero), so the gradient is the same, without a path the compiler
+    would otherwise carry through every layer's backward pass."""
     x = xs[0].astype(jnp.float32)
     i = 1
     if attrs["rms"]:
         y = x * jax.lax.rsqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + attrs["eps"])
     else:
         mean = jnp.mean(x, axis=-1, keepdims=True)
-        var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+        var = jnp.mean(jnp.square(x - jax.lax.stop_gradient(mean)), axis=-1, keepdims=True)
         y = (x - mean) * jax.lax.rsqrt(var + attrs["eps"])
     if attrs["scale"]:
         y = y * xs[i]
