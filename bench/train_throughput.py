@@ -84,8 +84,8 @@ TARGET_RATIO = 0.95
 TIGHT_TARGET_RATIO = 1.05
 """seqc's tokens/s over the tight hand-written JAX model's should be at least this (issue 18)."""
 
-TF_TARGET_RATIO = 0.9
-"""seqc-TF's tokens/s over Keras' should be at least this."""
+TF_TARGET_RATIO = 1.05
+"""seqc-TF's tokens/s over Keras' should be at least this (issue 18; it was 0.9 before)."""
 
 PAIRS = [
     ("seqc", "reference", TARGET_RATIO),
