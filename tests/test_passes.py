@@ -258,3 +258,59 @@ def test_attention_with_dropout_or_a_key_mask() -> None:
     [op] = [op for op in passed.ops if op.kind == "attention"]
     assert len(op.inputs) == 4 and not op.attrs["causal"]
     assert passed.ops[op.inputs[3]].type.dtype == "bool"
+
+
+def test_tf_computes_the_parts_of_a_fused_product_with_one_split() -> None:
+    """TF takes the q, k and v of a fused product with one `tf.split` (one concat backward,
+    where a slice each would pad its gradient to the full width): the same values and
+    gradients as the graph as lowered."""
+    import tensorflow as tf
+
+    from seqc.backends.tf.ops import Ctx as TfCtx
+    from seqc.backends.tf.ops import run_graph as tf_run_graph
+
+    graph = _task("lm/shakespeare.seq", "lm.shakespeare.quick").graph
+    passed, _ = run_passes(graph, ["fuse_matmul"])
+    groups = sum(1 for op in passed.ops if op.kind == "concat")
+    params = {k: tf.constant(v.astype(np.float32)) for k, v in params_of(graph).items()}
+    inputs = {k: tf.constant(v) for k, v in _inputs(graph).items()}
+    cotangent = tf.constant(np.random.default_rng(1).normal(size=(2, 7, 64)), tf.float32)
+
+    def gradients(g: Graph) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        @tf.function
+        def step(p: dict) -> tuple:
+            with tf.GradientTape() as tape:
+                tape.watch(p)
+                out = tf_run_graph(g, p, inputs, TfCtx())[0]
+                loss = tf.reduce_sum(out[..., : cotangent.shape[-1]] * cotangent)
+            return out, tape.gradient(loss, p)
+
+        ops = [o.type for o in step.get_concrete_function(params).graph.get_operations()]
+        if g is passed:
+            assert ops.count("SplitV") == groups >= 1
+        return step(params)
+
+    want_out, want = gradients(graph)
+    got_out, got = gradients(passed)
+    np.testing.assert_allclose(got_out.numpy(), want_out.numpy(), rtol=1e-5, atol=1e-5)
+    for name in want:
+        scale = max(1.0, float(np.abs(want[name].numpy()).max()))
+        assert np.abs(got[name].numpy() - want[name].numpy()).max() <= 1e-5 * scale, name
+
+
+def test_tf_splits_a_recurrence_bodys_gates_afresh_each_step() -> None:
+    """An LSTM body's gate slices partition one value, so TF splits it once per evaluation; run
+    eagerly, each time step evaluates the body on new values, and must not reuse a split of
+    the step before."""
+    import tensorflow as tf
+
+    from seqc.backends.tf.ops import Ctx as TfCtx
+    from seqc.backends.tf.ops import run_graph as tf_run_graph
+
+    graph = _task("mt/lstm_attention.seq", "mt.bible.lstm").graph
+    params = {k: v.astype(np.float32) for k, v in params_of(graph).items()}
+    inputs = _inputs(graph)
+    want = run(graph, params, inputs)
+    tf_params = {k: tf.constant(v) for k, v in params.items()}
+    got = tf_run_graph(graph, tf_params, {k: tf.constant(v) for k, v in inputs.items()}, TfCtx())
+    assert np.abs(got[0].numpy() - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))

@@ -11,7 +11,7 @@ erf form, and mixed-dtype binary ops promote as `graph._result_dtype` says inste
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,10 @@ class Ctx(interpret.Ctx):
     portable: bool = False
     """Emit only what TFLite's builtin ops express (a scan collects its outputs by concat,
     not in a TensorArray whose element shape has an unknown batch); slower for training."""
+    parts: dict[tuple[int, int], tuple[Any, dict[int, tf.Tensor]]] = field(default_factory=dict)
+    """(graph, value id) -> the value and, by slice op, its parts, for the slices that
+    partition one value (`partition_slices`). The value is kept to tell a recurrence body's
+    steps apart: each step evaluates the same graph on new values."""
 
     def next_key(self) -> tf.Tensor:
         assert self.rng is not None, "dropout in training needs an rng"
@@ -276,6 +280,38 @@ def _slice(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     return xs[0][index]
 
 
+def partition_slices(graph: Graph, op: Op, x: tf.Tensor, ctx: Ctx) -> tf.Tensor | None:
+    """`op`'s part of `x` when the slices of `x` along one axis partition it (a fused
+    product's results, `seqc.compiler.passes.fuse_matmul`): one `tf.split` for all of them,
+    whose gradient is one concat. Sliced one by one, each part's gradient is a zero tensor of
+    x's full size with the part written in, and their sum: three full-size temporaries for a
+    fused q/k/v, which made the passes cost 6% of a step without XLA. None otherwise, and
+    under a placement (each slice runs on its own op's device there)."""
+    if ctx.placed:
+        return None
+    key = (id(graph), op.inputs[0])
+    if key not in ctx.parts or ctx.parts[key][0] is not x:
+        axis = op.attrs["axis"]
+        siblings = sorted(
+            (o for o in graph.ops if o.kind == "slice" and o.inputs == op.inputs),
+            key=lambda o: o.attrs["start"],
+        )
+        size = graph.ops[op.inputs[0]].type.shape[axis]
+        bounds = [0] + [o.attrs["end"] for o in siblings]
+        if (
+            len(siblings) < 2
+            or any(o.attrs["axis"] != axis for o in siblings)
+            or [o.attrs["start"] for o in siblings] != bounds[:-1]
+            or bounds[-1] != size
+        ):
+            ctx.parts[key] = (x, {})
+        else:
+            sizes = [o.attrs["end"] - o.attrs["start"] for o in siblings]
+            parts = tf.split(x, sizes, axis=axis)
+            ctx.parts[key] = (x, dict(zip((o.id for o in siblings), parts, strict=True)))
+    return ctx.parts[key][1].get(op.id)
+
+
 @op("iota")
 def _iota(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     return tf.range(_dim(xs[0], attrs["axis"]), dtype=tf.int32)
@@ -450,6 +486,8 @@ class TfMachine(interpret.Machine):
         return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
 
     def apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
+        if op.kind == "slice" and (part := partition_slices(graph, op, args[0], ctx)) is not None:
+            return part
         if not op.layer:
             return super().apply(graph, op, args, ctx)
         # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`.
