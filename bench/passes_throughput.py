@@ -5,11 +5,11 @@ Why: issue 18 asks a compiled spec to beat a tight hand-written program (`tight_
 fused q/k/v matrix, the attention scale folded into the queries) with the passes on
 (`compile { passes = [...] }`, `seqc.compiler.passes`). Three contenders on the same
 synthetic batches: `seqc` (the default passes: fuse_matmul, fuse_attention, cse, dce),
-`seqc_nopasses` (`compile.passes=[]`, the graph as lowered) and `tight`. Before timing, the tight model's loss
-on seqc's initial params (q/k/v concatenated) must equal seqc's, and the two seqc graphs must
-give the same loss. Then `--rounds` rounds of `--steps` steps each, the order reversing every
-round; medians of the per-round times give tokens/s. The machine may be shared: the ratios of
-one run, measured interleaved, are the figures to compare.
+`seqc_nopasses` (`compile.passes=[]`, the graph as lowered) and `tight`. Before timing, the
+tight model's loss on seqc's initial params (q/k/v concatenated) must equal seqc's, and the two
+seqc graphs must give the same loss. Then `--rounds` rounds of `--steps` steps each, the order
+reversing every round; medians of the per-round times give tokens/s. The machine may be
+shared: the ratios of one run, measured interleaved, are the figures to compare.
 
 Run `python bench/passes_throughput.py`; the last lines are `name: value` pairs.
 """
