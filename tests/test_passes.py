@@ -314,3 +314,32 @@ def test_tf_splits_a_recurrence_bodys_gates_afresh_each_step() -> None:
     tf_params = {k: tf.constant(v) for k, v in params.items()}
     got = tf_run_graph(graph, tf_params, {k: tf.constant(v) for k, v in inputs.items()}, TfCtx())
     assert np.abs(got[0].numpy() - want).max() <= 1e-5 * max(1.0, float(np.abs(want).max()))
+
+
+def test_jax_attention_falls_back_to_the_chain_where_cudnn_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a GPU in bfloat16 the fused op asks cuDNN first; a kernel that refuses (here: no
+    GPU at all, so the call raises) leaves the chain's values, not an error."""
+    import jax
+    import jax.numpy as jnp
+
+    from seqc.backends.jax.ops import OPS, Ctx
+
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.normal(size=(2, 5, 2, 4)), jnp.bfloat16) for _ in range(3))
+    attrs = {"scale": 0.5, "causal": True, "fill": -1e9}
+    ctx = Ctx(compute_dtype=jnp.bfloat16)
+    want = OPS["attention"]([q, k, v], attrs, ctx)
+    asked = []
+    real = jax.nn.dot_product_attention
+
+    def cudnn(*args: object, **kwargs: object) -> jax.Array:
+        asked.append(kwargs["implementation"])
+        return real(*args, **kwargs)  # raises: there is no GPU here
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(jax.nn, "dot_product_attention", cudnn)
+    got = OPS["attention"]([q, k, v], attrs, ctx)
+    assert asked == ["cudnn"]
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
