@@ -132,22 +132,26 @@ def loss_fn(
 
 
 class ReferenceLM:
-    """`init(seed)` -> state; `train_step(state, batch)` -> (state, loss), jitted, state donated."""
+    """`init(seed)` or `state(params)` -> state; `train_step(state, batch)` -> (state, loss),
+    jitted, state donated. `attention` is the block's attention (`tight_lm` fuses q/k/v)."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, attention: Attention = _attention) -> None:
         self.cfg = cfg
+        self.attention = attention
         self.tx = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), optax.adam(cfg.lr))
         self.train_step = jax.jit(self._step, donate_argnums=(0,))
-        self.loss = jax.jit(lambda params, batch: loss_fn(params, batch, cfg))
+        self.loss = jax.jit(lambda params, batch: loss_fn(params, batch, cfg, attention))
 
     def init(self, seed: int) -> dict[str, Any]:
-        params = init_params(self.cfg, seed)
+        return self.state(init_params(self.cfg, seed))
+
+    def state(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"params": params, "opt_state": self.tx.init(params)}
 
     def _step(
         self, state: dict[str, Any], batch: dict[str, jax.Array]
     ) -> tuple[dict[str, Any], jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(state["params"], batch, self.cfg)
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"], batch, self.cfg, self.attention)
         updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
         return {"params": params, "opt_state": opt_state}, loss

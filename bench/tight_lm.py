@@ -15,7 +15,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 import reference_lm
 from reference_lm import Config
 
@@ -46,30 +45,9 @@ def _attention(p: dict[str, Any], x: jax.Array, heads: int) -> jax.Array:
     return ctx @ p["o"]["w"] + p["o"]["b"]
 
 
-def loss_fn(params: dict[str, Any], batch: dict[str, jax.Array], cfg: Config) -> jax.Array:
-    """The reference's loss with this model's attention."""
-    return reference_lm.loss_fn(params, batch, cfg, _attention)
-
-
-class TightLM:
-    """`state(params)` -> state; `train_step(state, batch)` -> (state, loss), jitted, donated;
-    adam after clipping the global norm, as the spec trains."""
+class TightLM(reference_lm.ReferenceLM):
+    """The reference's training (adam after clipping the global norm, as the spec trains)
+    with this model's attention; its params come from `from_reference`."""
 
     def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
-        self.tx = optax.chain(optax.clip_by_global_norm(cfg.clip_norm), optax.adam(cfg.lr))
-        self.train_step = jax.jit(self._step, donate_argnums=(0,))
-        self.loss = jax.jit(lambda params, batch: loss_fn(params, batch, cfg))
-
-    def state(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"params": params, "opt_state": self.tx.init(params)}
-
-    def _step(
-        self, state: dict[str, Any], batch: dict[str, jax.Array]
-    ) -> tuple[dict[str, Any], jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(state["params"], batch, self.cfg)
-        updates, opt_state = self.tx.update(grads, state["opt_state"], state["params"])
-        return {
-            "params": optax.apply_updates(state["params"], updates),
-            "opt_state": opt_state,
-        }, loss
+        super().__init__(cfg, _attention)

@@ -329,25 +329,24 @@ def seqc_steps(pair: Pair, n: int) -> float:
     return float(metrics["loss"]) if metrics else float("nan")
 
 
-def reference_steps(pair: Pair, n: int) -> float:
-    state = pair.reference_state
+def _hand_written_steps(pair: Pair, n: int, name: str) -> float:
+    """Run n steps of `pair.<name>` (the reference or the tight model) from `pair.<name>_state`;
+    the loss of the last."""
+    model, state = getattr(pair, name), getattr(pair, f"{name}_state")
     loss = jnp.nan
     for i in range(n):
-        state, loss = pair.reference.train_step(state, pair.batches[i % len(pair.batches)])
-    pair.reference_state = state
+        state, loss = model.train_step(state, pair.batches[i % len(pair.batches)])
+    setattr(pair, f"{name}_state", state)
     jax.block_until_ready(state)
     return float(loss)
+
+
+def reference_steps(pair: Pair, n: int) -> float:
+    return _hand_written_steps(pair, n, "reference")
 
 
 def tight_steps(pair: Pair, n: int) -> float:
-    """Run n steps of the tight model; the loss of the last."""
-    state = pair.tight_state
-    loss = jnp.nan
-    for i in range(n):
-        state, loss = pair.tight.train_step(state, pair.batches[i % len(pair.batches)])
-    pair.tight_state = state
-    jax.block_until_ready(state)
-    return float(loss)
+    return _hand_written_steps(pair, n, "tight")
 
 
 def _timed(fn: Callable[[], object]) -> float:
