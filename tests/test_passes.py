@@ -75,7 +75,7 @@ def _same_function(graph: Graph, passed: Graph) -> None:
 def test_every_example_computes_the_same_with_the_default_passes(rel: str, experiment: str) -> None:
     graph = _task(rel, experiment).graph
     passed, reports = run_passes(graph, DEFAULT_PASSES)
-    assert [r.name for r in reports] == list(DEFAULT_PASSES)
+    assert [r.name for r in reports] == [n for n in DEFAULT_PASSES if n in PASSES]
     assert passed.params is graph.params  # the same params, by the same names
     assert set(passed.inputs) == set(graph.inputs)
     # the same products; the cost model bills the weights' concat a FLOP per value copied

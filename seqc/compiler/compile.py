@@ -28,6 +28,7 @@ from seqc.compiler.lower.ctc import (
     lower_ctc,
     lower_joint_ctc,
 )
+from seqc.compiler.lower.fused_loss import fusable, lower_fused_cross_entropy
 from seqc.compiler.lower.sampled import (
     CANDIDATES,
     CANDIDATES_LOG_E,
@@ -36,7 +37,8 @@ from seqc.compiler.lower.sampled import (
     SAMPLED,
     lower_sampled,
 )
-from seqc.compiler.passes import DEFAULT_PASSES, PassReport, run_passes
+from seqc.compiler.passes import DEFAULT_PASSES, LOSS_PASS, PassReport, run_passes
+from seqc.compiler.passes.base import report
 from seqc.compiler.signature import CTC_LABELS, LABELS, TaskKind, input_fields, task_kind
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
@@ -56,7 +58,9 @@ class CompiledTask:
     """Forward input name -> batch field (`ids` -> `inputs`)."""
     train_criterion: Graph
     """logits, labels, mask -> loss, nll_sum, tokens. For a sampled loss, the output layer's
-    input instead of the logits, and the step's candidates (`seqc.compiler.lower.sampled`)."""
+    input instead of the logits, and the step's candidates (`seqc.compiler.lower.sampled`);
+    so too under the `fuse_loss` pass, which computes the output layer in the criterion
+    (`seqc.compiler.lower.fused_loss`)."""
     eval_criterion: Graph
     """The same, and `correct` (token accuracy)."""
     config: Mapping[str, Any]
@@ -69,12 +73,19 @@ class CompiledTask:
     """What each of those passes changed (`seqc show --graph --passes`)."""
     lowered_train_graph: Graph | None = None
     """`train_graph` before the passes (None: `graph`)."""
+    lowered_train_criterion: Graph | None = None
+    """`train_criterion` before the `fuse_loss` pass (None: the pass did not apply)."""
 
     def without_passes(self) -> CompiledTask:
         """This task training the graph as lowered: what a placed run trains, since a
         placement plan names the ops of that graph (`seqc place` plans it)."""
         return dataclasses.replace(
-            self, train_graph=self.lowered_train_graph, pass_reports=(), lowered_train_graph=None
+            self,
+            train_graph=self.lowered_train_graph,
+            pass_reports=(),
+            lowered_train_graph=None,
+            train_criterion=self.lowered_train_criterion or self.train_criterion,
+            lowered_train_criterion=None,
         )
 
     @property
@@ -132,9 +143,10 @@ class CompiledTask:
         """The training criterion's inputs: what the training graph gave (logits, or the output
         layer's input for a sampled loss), the labels and mask, and the step's candidates."""
         inputs = self.criterion_inputs(outputs, arrays)
+        if HIDDEN in self.train_criterion.inputs:  # sampled, or the fused output layer's
+            inputs[HIDDEN] = inputs.pop(LOGITS)
         if not self.sampled:
             return inputs
-        inputs[HIDDEN] = inputs.pop(LOGITS)
         return inputs | {k: arrays[k] for k in (CANDIDATES, CANDIDATES_LOG_E, LABELS_LOG_E)}
 
 
@@ -196,9 +208,16 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train_graph = None
     names = resolved.config.get("compile", {}).get("passes", DEFAULT_PASSES)
     reports: list[PassReport] = []
-    lowered_train_graph = train_graph
+    lowered_train_graph, lowered_train_criterion = train_graph, None
+    if LOSS_PASS in names and train_graph is None and fusable(loss, graph):
+        assert graph.head is not None
+        lowered_train_criterion = train
+        train = lower_fused_cross_entropy(loss, graph, span)
+        train_graph = graph.upto(graph.head.hidden)
+        reports.append(report(LOSS_PASS, [graph, lowered_train_criterion], [train_graph, train]))
     if names:  # the training step runs the passed graph; the rest (eval, decode, export) not
-        train_graph, reports = run_passes(train_graph or graph, names)
+        train_graph, more = run_passes(train_graph or graph, names)
+        reports += more
     return CompiledTask(
         name=task,
         kind=task_kind(fields),
@@ -210,4 +229,5 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train_graph=train_graph,
         pass_reports=tuple(reports),
         lowered_train_graph=lowered_train_graph,
+        lowered_train_criterion=lowered_train_criterion,
     )

@@ -99,6 +99,13 @@ def op_flops(op: Op, graph: Graph, dims: dict[str, int]) -> int:
         masked = int(op.attrs["causal"] or len(op.inputs) > 3)  # a select per score
         scaled = int(op.attrs["scale"] is not None) * bsz * t * heads * d  # q times the scale
         return 4 * scores * d + (_EW_COST["softmax"] + masked) * scores + scaled
+    if op.kind == "linear_cross_entropy":  # the output layer and the log-softmax it replaces
+        h = graph.ops[op.inputs[0]].type.shape
+        w = graph.ops[op.inputs[1]].type.shape
+        vocab = _dim(w[op.attrs["vocab_axis"]], dims)
+        logits = size(h[:-1], dims) * vocab
+        softmax = _EW_COST["log_softmax"] + int(op.attrs["bias"])
+        return 2 * logits * _dim(h[-1], dims) + softmax * logits
     if op.kind == "conv1d":  # w[width, c_in / groups, c_out]: a grouped one is this much cheaper
         w = graph.ops[op.inputs[1]].type.shape
         return 2 * out * int(w[0]) * int(w[1])

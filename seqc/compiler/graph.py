@@ -639,7 +639,7 @@ PRIMITIVES = (
 )
 """Everything a backend implements. A new layer kind lowers to these; it adds none."""
 
-FUSED = {"attention"}
+FUSED = {"attention", "linear_cross_entropy"}
 """Ops that only a compiler pass makes (`seqc.compiler.passes`), on the training graph, which
 only the training backends (JAX, TF) run: each stands for a chain of `PRIMITIVES` that a
 backend may compute as one kernel. Lowering never emits them, so exports never see them."""

@@ -156,6 +156,9 @@ def rename_task(task: CompiledTask, rename: Rename) -> CompiledTask:
         lowered_train_graph=None if lowered is None else rename_graph(lowered, rename),
         graph=rename_graph(task.graph, rename),
         train_criterion=rename_graph(task.train_criterion, rename),
+        lowered_train_criterion=None
+        if task.lowered_train_criterion is None
+        else rename_graph(task.lowered_train_criterion, rename),
         eval_criterion=rename_graph(task.eval_criterion, rename),
         train_graph=train_graph,
     )

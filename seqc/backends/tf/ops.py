@@ -20,6 +20,7 @@ import tensorflow as tf
 from seqc.backends import interpret
 from seqc.backends.primitives import registrar
 from seqc.backends.tf.lazy_rows import LazyTable
+from seqc.backends.tf.linear_ce import linear_cross_entropy
 from seqc.backends.tf.scopes import SIGNAL_SCOPE, layer_scope
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
@@ -341,6 +342,24 @@ def _attention(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
         scores = _where([allowed, scores, tf.constant(attrs["fill"], scores.dtype)], {}, ctx)
     probs = _softmax([scores], {"axis": -1}, ctx)
     return _einsum([probs, v], {"equation": "bhqk,bkhd->bqhd"}, ctx)
+
+
+@op("linear_cross_entropy")
+def _linear_cross_entropy(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """The output layer and cross-entropy fused by `seqc.compiler.lower.fused_loss`."""
+    h, w, *rest = xs
+    bias = rest.pop(0) if attrs["bias"] else None
+    labels, weights = rest
+    return linear_cross_entropy(
+        h,
+        w,
+        bias,
+        labels,
+        weights,
+        vocab_axis=attrs["vocab_axis"],
+        smoothing=attrs["smoothing"],
+        rows=attrs["rows"],
+    )
 
 
 @op("dropout")

@@ -32,9 +32,14 @@ PASSES: dict[str, Pass] = {
 }
 """Every pass, by name, in the order `run_passes` applies a selection of them."""
 
+LOSS_PASS = "fuse_loss"
+"""The pass over the model and its criterion together, which `compile_task` applies (a graph
+pass sees the model's graph alone): the output layer and the cross-entropy as one op
+(`seqc.compiler.lower.fused_loss`). It runs first."""
+
 DEFAULT_PASSES: tuple[str, ...] = tuple(catalogue.DEFAULT_PASSES)
 """What an experiment runs unless its `compile { passes = [...] }` says otherwise."""
 
-assert tuple(PASSES) == catalogue.PASS_NAMES, "the catalogue names the passes, in their order"
+assert (LOSS_PASS, *PASSES) == catalogue.PASS_NAMES, "the catalogue names the passes, in order"
 
-__all__ = ["DEFAULT_PASSES", "PASSES", "Pass", "PassReport", "run_passes"]
+__all__ = ["DEFAULT_PASSES", "LOSS_PASS", "PASSES", "Pass", "PassReport", "run_passes"]

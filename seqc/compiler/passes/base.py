@@ -85,31 +85,38 @@ def kept(graph: Graph) -> set[int]:
     return keep
 
 
+DIMS = {"B": 1, "T": 128, "S": 128}
+"""The sizes a pass report's FLOPs are counted at, unless given."""
+
+
+def report(
+    name: str, before: Sequence[Graph], after: Sequence[Graph], dims: dict[str, int] | None = None
+) -> PassReport:
+    """What a pass changed, over the graphs a step runs before and after it (a graph pass: the
+    training graph; `fuse_loss`: that and the criterion)."""
+    from seqc.compiler.cost import estimate
+
+    def measure(graphs: Sequence[Graph]) -> tuple[int, Counter[str]]:
+        flops = sum(estimate(g, dims or DIMS).flops for g in graphs)
+        return flops, sum((Counter(op.kind for op in g.ops) for g in graphs), Counter())
+
+    (f0, k0), (f1, k1) = measure(before), measure(after)
+    return PassReport(name, sum(k0.values()), sum(k1.values()), f0, f1, k0, k1)
+
+
 def run_passes(
     graph: Graph, names: Sequence[str], dims: dict[str, int] | None = None
 ) -> tuple[Graph, list[PassReport]]:
-    """Apply the named passes in `PASSES` order; the graph and what each pass changed
-    (FLOPs at `dims`, default B = 1, T = S = 128)."""
-    from seqc.compiler.cost import estimate
+    """Apply the named graph passes in `PASSES` order (others in `names`, such as
+    `fuse_loss`, are not graph passes); the graph and what each pass changed (FLOPs at `dims`,
+    default `DIMS`)."""
     from seqc.compiler.passes import PASSES
 
-    dims = dims or {"B": 1, "T": 128, "S": 128}
     reports = []
     for name in PASSES:
         if name not in names:
             continue
-        before = estimate(graph, dims).flops, Counter(op.kind for op in graph.ops)
-        graph = PASSES[name].run(graph)
-        after = estimate(graph, dims).flops, Counter(op.kind for op in graph.ops)
-        reports.append(
-            PassReport(
-                name,
-                sum(before[1].values()),
-                sum(after[1].values()),
-                before[0],
-                after[0],
-                before[1],
-                after[1],
-            )
-        )
+        passed = PASSES[name].run(graph)
+        reports.append(report(name, [graph], [passed], dims))
+        graph = passed
     return graph, reports

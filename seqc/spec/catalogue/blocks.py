@@ -226,7 +226,7 @@ block(
     ),
 )
 
-PASS_NAMES: Final = ("fuse_matmul", "fuse_attention", "cse", "dce")
+PASS_NAMES: Final = ("fuse_loss", "fuse_matmul", "fuse_attention", "cse", "dce")
 """The compiler's passes on a model's training graph, in the order they run
 (`seqc.compiler.passes`, which checks that it implements exactly these)."""
 
@@ -239,8 +239,10 @@ block(
         "passes",
         list_of(one_of(*PASS_NAMES)),
         list(DEFAULT_PASSES),
-        "Passes on the training graph (they always run in the order fuse_matmul, "
-        "fuse_attention, cse, dce): fuse_matmul makes sibling matmuls that read one input one "
+        "Passes on the training graph (they always run in the order fuse_loss, fuse_matmul, "
+        "fuse_attention, cse, dce): fuse_loss computes a Softmax output layer and its "
+        "cross-entropy as one op, a chunk of positions at a time, never the whole "
+        "[tokens, vocab] logits; fuse_matmul makes sibling matmuls that read one input one "
         "product (q, k and v), fuse_attention makes each attention's scores, mask, softmax "
         "and weighted sum one op (cuDNN's fused kernel under JAX on a GPU in bfloat16), cse "
         "computes identical ops once, dce removes ops nothing reads. [] trains the graph as "
