@@ -146,7 +146,7 @@ def test_chunks_keep_the_leading_axes_whole_and_cover_the_last() -> None:
     assert chunking((3, 7), 6) == (3, 2, 4)  # 4 x 2 = 8 >= 7: one padded position
     assert chunking((1000,), 256) == (1, 256, 4)
     assert chunking((1, 1000), 1, max_chunks=32) == (1, 32, 32)  # capped: chunks grow
-    assert rows_per_chunk(4000) == 262 and rows_per_chunk(100_000) == 256
+    assert rows_per_chunk(4000) == 1048 and rows_per_chunk(100_000) == 256
 
 
 def test_the_task_trains_the_model_up_to_the_output_layer_and_the_fused_criterion() -> None:

@@ -5,7 +5,7 @@ What the op computes and why is in `seqc.compiler.lower.fused_loss`; the JAX twi
 exact for both outputs. Here the chunks are unrolled in the graph (at most `MAX_CHUNKS`), which
 both XLA and TF's executor take, and a `tf.custom_gradient` scales the gradients the forward
 pass formed. When the positions' shape is not static (a `tf.function` traced for any bucket),
-the op is one chunk: the same numbers, none of the cache's gain.
+the op is one chunk: the same numbers and the fused gradient, with whole logits.
 """
 
 from __future__ import annotations
