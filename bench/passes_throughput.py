@@ -4,7 +4,7 @@ model, trained side by side on the benchmark LM of `train_throughput.py`.
 Why: issue 18 asks a compiled spec to beat a tight hand-written program (`tight_lm.py`: one
 fused q/k/v matrix, the attention scale folded into the queries) with the passes on
 (`compile { passes = [...] }`, `seqc.compiler.passes`). Three contenders on the same
-synthetic batches: `seqc` (the default passes: fuse_matmul, fuse_attention, cse, dce),
+synthetic batches: `seqc` (the default passes: fuse_loss, fuse_matmul, fuse_attention, cse, dce),
 `seqc_nopasses` (`compile.passes=[]`, the graph as lowered) and `tight`. Before timing, the
 tight model's loss on seqc's initial params (q/k/v concatenated) must equal seqc's, and the two
 seqc graphs must give the same loss. Then `--rounds` rounds of `--steps` steps each, the order

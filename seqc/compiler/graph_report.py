@@ -164,23 +164,28 @@ def _top_level(per_layer: dict[str, Any], prefix: str = "") -> dict[str, dict[st
 def print_pass_report(console: Console, program: Program, r: ResolvedExperiment, task: str) -> None:
     """What each of the experiment's passes (`compile { passes }`) did to `task`'s training
     graph: op counts and forward FLOPs before and after, and the op kinds it changed."""
-    from seqc.compiler.passes import PASSES
+    from seqc.compiler.passes import DEFAULT_PASSES, LOSS_PASS, LOSS_PASS_DOC, PASSES
 
     compiled = compile_task(program, r, task)
     ran = {rep.name: rep for rep in compiled.pass_reports}
+    asked = r.config.get("compile", {}).get("passes", DEFAULT_PASSES)
     console.print(
         Text.assemble(
             (f"{task}.model", "bold"),
-            ": passes on the training graph (forward FLOPs at B = 1, T = S = 128)",
+            ": passes on the training graph (forward FLOPs at B = 1, T = S = 128; "
+            f"{LOSS_PASS} counts the criterion's ops too)",
         )
     )
     table = Table(box=None, padding=(0, 2))
     for col in ("pass", "ops", "MFLOPs", "op kinds changed"):
         table.add_column(col, justify="right" if col in ("ops", "MFLOPs") else "left")
-    for name in PASSES:
+    docs = {LOSS_PASS: LOSS_PASS_DOC} | {n: p.doc for n, p in PASSES.items()}
+    for name, doc in docs.items():
         rep = ran.get(name)
         if rep is None:
-            table.add_row(Text(name), "off", "", Text(PASSES[name].doc))
+            if name in asked:  # fuse_loss, asked for, where it does not apply
+                doc = "not applied: the model does not end in a Softmax scored by cross_entropy"
+            table.add_row(Text(name), "off" if name not in asked else "-", "", Text(doc))
             continue
         changed = [
             f"{kind} {rep.kinds_before[kind]}->{rep.kinds_after[kind]}"

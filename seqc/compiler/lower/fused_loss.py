@@ -12,8 +12,9 @@ positions at a time, the logits, the loss and the gradients of the loss with res
 layer's input, matrix and bias, so that no [tokens, vocab] value is ever whole (the fused
 linear cross-entropy of Liger-Kernel and Apple's "Cut Your Losses", here in chunks of
 positions). The softmax's gradient is formed where the logits are, in the same pass, and the
-memory of the step no longer holds [tokens, vocab] values (three of them unfused). The gradients ride from the forward pass to the backward pass as
-residuals, so the products are the same three as unfused; the op's own VJP scales them.
+memory of the step no longer holds [tokens, vocab] values (three of them unfused). The
+gradients ride from the forward pass to the backward pass as residuals, so the products are
+the same three as unfused; the op's own VJP scales them.
 
 The op: inputs the hidden [..., d], the output matrix ([d, vocab], or a tied [vocab, d]
 table: `vocab_axis`), the bias [vocab] if the layer has one, the labels [...] and float weights

@@ -36,10 +36,19 @@ LOSS_PASS = "fuse_loss"
 """The pass over the model and its criterion together, which `compile_task` applies (a graph
 pass sees the model's graph alone): the output layer and the cross-entropy as one op
 (`seqc.compiler.lower.fused_loss`). It runs first."""
+LOSS_PASS_DOC = "the Softmax output layer and the cross-entropy become one chunked op"
 
 DEFAULT_PASSES: tuple[str, ...] = tuple(catalogue.DEFAULT_PASSES)
 """What an experiment runs unless its `compile { passes = [...] }` says otherwise."""
 
 assert (LOSS_PASS, *PASSES) == catalogue.PASS_NAMES, "the catalogue names the passes, in order"
 
-__all__ = ["DEFAULT_PASSES", "LOSS_PASS", "PASSES", "Pass", "PassReport", "run_passes"]
+__all__ = [
+    "DEFAULT_PASSES",
+    "LOSS_PASS",
+    "LOSS_PASS_DOC",
+    "PASSES",
+    "Pass",
+    "PassReport",
+    "run_passes",
+]
