@@ -103,6 +103,15 @@ def _bwd(vocab_axis: int, smoothing: float, rows: int, saved: tuple, g: jax.Arra
 _fused.defvjp(_fwd, _bwd)
 
 
+def _scan_or_once(body: Any, init: tuple, xs: tuple, n: int) -> tuple:
+    """`jax.lax.scan(body, init, xs)`; one chunk (a small batch) is one call, not a loop,
+    which XLA compiles faster."""
+    if n > 1:
+        return jax.lax.scan(body, init, xs)
+    carry, ys = body(init, jax.tree.map(lambda x: x[0], xs))
+    return carry, jax.tree.map(lambda y: y[None], ys)
+
+
 def _varying(x: Any, *like: jax.Array | None) -> Any:
     """`x` (fresh zeros, a scan's initial carry) varying over the mesh axes that any of `like`
     varies over: inside `jax.shard_map` (`seqc.backends.jax.data_parallel`) a carry that the
@@ -188,10 +197,10 @@ def _scan(
     inputs = (h, w, bias, labels, weights)
     zero = _varying(jnp.zeros((2,), F32), *inputs)
     if not grads:
-        (sums,), _ = jax.lax.scan(body, (zero,), xs)
+        (sums,), _ = _scan_or_once(body, (zero,), xs, n)
         return sums, None
     init = (zero, *_varying((jnp.zeros(w.shape, F32), jnp.zeros((vocab,), F32)), *inputs))
-    (sums, dw, db), (dh, per_loss, per_nll) = jax.lax.scan(body, init, xs)
+    (sums, dw, db), (dh, per_loss, per_nll) = _scan_or_once(body, init, xs, n)
     dh = unchunked(dh, d)
     per_loss = unchunked(per_loss.reshape(n, lead, per))
     per_nll = unchunked(per_nll.reshape(n, lead, per))
