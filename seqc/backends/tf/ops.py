@@ -505,7 +505,9 @@ class TfMachine(interpret.Machine):
         return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
 
     def apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
-        if op.kind == "slice" and (part := partition_slices(graph, op, args[0], ctx)) is not None:
+        # (no `:=` here: AutoGraph cannot convert it, and says so in a warning on every run)
+        part = partition_slices(graph, op, args[0], ctx) if op.kind == "slice" else None
+        if part is not None:
             return part
         if not op.layer:
             return super().apply(graph, op, args, ctx)
