@@ -17,6 +17,7 @@ Run `python bench/passes_throughput.py`; the last lines are `name: value` pairs.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import sys
@@ -52,7 +53,7 @@ def seqc_model(cfg: Config, passes: list[str] | None) -> tuple[JaxModel, int]:
     with tempfile.TemporaryDirectory() as tmp:
         tt.compile_spec(cfg, Path(tmp))  # writes bench_lm.seq
         program = load_program(Path(tmp) / "bench_lm.seq")
-        overrides = [] if passes is None else [f"compile.passes={passes}"]
+        overrides = [] if passes is None else [f"compile.passes={json.dumps(passes)}"]
         resolved = resolve(program, "bench", overrides)
         task = compile_task(program, resolved, resolved.tasks[0])
     return JaxModel(task, resolved.config["train"]), len(task.training_graph.ops)
@@ -66,11 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--layers", type=int, default=Config.layers)
     parser.add_argument("--d", type=int, default=Config.d)
+    parser.add_argument("--heads", type=int, default=Config.heads)
+    parser.add_argument("--vocab", type=int, default=Config.vocab)
+    parser.add_argument(
+        "--passes",
+        default=None,
+        help="the `seqc` contender's passes, comma-separated "
+        "(default: the defaults); the `seqc_nopasses` one has none",
+    )
     args = parser.parse_args(argv)
-    cfg = Config(layers=args.layers, d=args.d, ff=4 * args.d)
+    cfg = Config(vocab=args.vocab, layers=args.layers, d=args.d, heads=args.heads, ff=4 * args.d)
     batches = tt.make_batches(4, args.batch, args.length, cfg.vocab, seed=0)
 
-    on, on_ops = seqc_model(cfg, None)
+    chosen = None if args.passes is None else [p for p in args.passes.split(",") if p]
+    on, on_ops = seqc_model(cfg, chosen)
+    print(f"seqc's passes: {'the defaults' if chosen is None else chosen}")
     off, off_ops = seqc_model(cfg, [])
     tight = TightLM(cfg)
     first = tt.Batch(batches[0])

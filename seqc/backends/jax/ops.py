@@ -24,6 +24,7 @@ from seqc.backends.jax.linear_ce import linear_cross_entropy
 from seqc.backends.primitives import registrar
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
+from seqc.compiler.lower.fused_loss import rows_per_chunk
 
 DTYPES = {
     "float32": jnp.float32,
@@ -271,6 +272,9 @@ def _linear_cross_entropy(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     h, w, *rest = xs
     bias = rest.pop(0) if attrs["bias"] else None
     labels, weights = rest
+    rows = attrs["rows"]
+    if jax.default_backend() != "cpu":  # no cache to fit: chunks that fill the device
+        rows = rows_per_chunk(w.shape[attrs["vocab_axis"]], accelerator=True)
     return linear_cross_entropy(
         h,
         w,
@@ -279,7 +283,7 @@ def _linear_cross_entropy(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
         weights,
         vocab_axis=attrs["vocab_axis"],
         smoothing=attrs["smoothing"],
-        rows=attrs["rows"],
+        rows=rows,
     )
 
 
