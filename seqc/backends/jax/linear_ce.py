@@ -16,7 +16,7 @@ scatter-add, cheap beside the [positions, vocab] product; without smoothing the 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -38,39 +38,30 @@ def linear_cross_entropy(
     rows: int,
 ) -> jax.Array:
     """float32 [2]: sum of weights x criterion, and of weights x NLL (see the module)."""
-    return _fused(vocab_axis, float(smoothing), int(rows), h, w, bias, labels, weights)
+    cfg = Cfg(vocab_axis, float(smoothing), int(rows))
+    return _fused(cfg, h, w, bias, labels, weights)
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
-def _fused(
-    vocab_axis: int,
-    smoothing: float,
-    rows: int,
-    h: jax.Array,
-    w: jax.Array,
-    bias: jax.Array | None,
-    labels: jax.Array,
-    weights: jax.Array,
-) -> jax.Array:
-    sums, _ = _scan(vocab_axis, smoothing, rows, h, w, bias, labels, weights, grads=False)
-    return sums
+class Cfg(NamedTuple):
+    """The op's attributes: one hashable, undifferentiated argument of the custom VJP."""
+
+    vocab_axis: int
+    smoothing: float
+    rows: int
 
 
-def _fwd(
-    vocab_axis: int,
-    smoothing: float,
-    rows: int,
-    h: jax.Array,
-    w: jax.Array,
-    bias: jax.Array | None,
-    labels: jax.Array,
-    weights: jax.Array,
-) -> tuple[jax.Array, tuple]:
-    sums, res = _scan(vocab_axis, smoothing, rows, h, w, bias, labels, weights, grads=True)
-    return sums, (res, h, w, bias, labels, weights)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _fused(cfg: Cfg, *args: jax.Array | None) -> jax.Array:  # args: h, w, bias, labels, weights
+    return _scan(cfg, args, grads=False)[0]
 
 
-def _bwd(vocab_axis: int, smoothing: float, rows: int, saved: tuple, g: jax.Array) -> tuple:
+def _fwd(cfg: Cfg, *args: jax.Array | None) -> tuple[jax.Array, tuple]:
+    sums, res = _scan(cfg, args, grads=True)
+    return sums, (res, *args)
+
+
+def _bwd(cfg: Cfg, saved: tuple, g: jax.Array) -> tuple:
+    vocab_axis, smoothing = cfg.vocab_axis, cfg.smoothing
     (dh, dw, db, per_loss, per_nll), h, w, bias, labels, weights = saved
     g_loss, g_nll = g[0], g[1]
     both = g_loss + g_nll
@@ -125,20 +116,11 @@ def _varying(x: Any, *like: jax.Array | None) -> Any:
     return jax.lax.pcast(x, tuple(sorted(axes)), to="varying") if axes else x
 
 
-def _scan(
-    vocab_axis: int,
-    smoothing: float,
-    rows: int,
-    h: jax.Array,
-    w: jax.Array,
-    bias: jax.Array | None,
-    labels: jax.Array,
-    weights: jax.Array,
-    *,
-    grads: bool,
-) -> tuple[jax.Array, tuple | None]:
+def _scan(cfg: Cfg, args: tuple, *, grads: bool) -> tuple[jax.Array, tuple | None]:
     """The sums over every chunk, and with `grads` the residuals: the gradients of the
     criterion's sum with respect to h, w and the bias, and the per-position losses."""
+    h, w, bias, labels, weights = args
+    vocab_axis, smoothing, rows = cfg
     positions, d = h.shape[:-1], h.shape[-1]
     vocab = w.shape[vocab_axis]
     lead, per, n = chunking(tuple(positions), rows)
@@ -156,12 +138,11 @@ def _scan(
         x = jnp.moveaxis(x, 0, 1).reshape(lead, n * per, *tail)[:, :last]
         return x.reshape(*positions, *tail)
 
-    wf = w
+    wc = w.astype(h.dtype)  # the products in the compute dtype, accumulated in float32
     b32 = None if bias is None else bias.astype(F32)
 
     def logits_of(hb: jax.Array) -> jax.Array:  # [k, d] -> float32 [k, V]
         dims = ((1,), (1,)) if vocab_axis == 0 else ((1,), (0,))
-        wc = wf.astype(hb.dtype)
         z = jax.lax.dot_general(hb, wc, (dims, ((), ())), preferred_element_type=F32)
         return z if b32 is None else z + b32
 
@@ -182,7 +163,6 @@ def _scan(
         if smoothing:
             dz = dz - smoothing / vocab
         dz = (dz * mb[:, None]).astype(hb.dtype)
-        wc = wf.astype(hb.dtype)
         if vocab_axis == 0:  # w [V, d]
             dhb = jnp.dot(dz, wc, preferred_element_type=F32)
             dwb = jnp.dot(dz.T, hb, preferred_element_type=F32)
@@ -194,12 +174,11 @@ def _scan(
         return (sums, dw_acc, db_acc), (dhb.reshape(lead, per, d), loss, nll)
 
     xs = (chunked(h, d), chunked(labels), chunked(weights))
-    inputs = (h, w, bias, labels, weights)
-    zero = _varying(jnp.zeros((2,), F32), *inputs)
+    zero = _varying(jnp.zeros((2,), F32), *args)
     if not grads:
         (sums,), _ = _scan_or_once(body, (zero,), xs, n)
         return sums, None
-    init = (zero, *_varying((jnp.zeros(w.shape, F32), jnp.zeros((vocab,), F32)), *inputs))
+    init = (zero, *_varying((jnp.zeros(w.shape, F32), jnp.zeros((vocab,), F32)), *args))
     (sums, dw, db), (dh, per_loss, per_nll) = _scan_or_once(body, init, xs, n)
     dh = unchunked(dh, d)
     per_loss = unchunked(per_loss.reshape(n, lead, per))

@@ -24,6 +24,7 @@ from seqc.backends.jax.linear_ce import linear_cross_entropy
 from seqc.backends.primitives import registrar
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
+from seqc.compiler.lower import fused_loss
 from seqc.compiler.lower.fused_loss import rows_per_chunk
 
 DTYPES = {
@@ -269,22 +270,10 @@ def _attention(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 @op("linear_cross_entropy")
 def _linear_cross_entropy(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     """The output layer and cross-entropy fused by `seqc.compiler.lower.fused_loss`."""
-    h, w, *rest = xs
-    bias = rest.pop(0) if attrs["bias"] else None
-    labels, weights = rest
-    rows = attrs["rows"]
+    rows = None
     if jax.default_backend() != "cpu":  # no cache to fit: chunks that fill the device
-        rows = rows_per_chunk(w.shape[attrs["vocab_axis"]], accelerator=True)
-    return linear_cross_entropy(
-        h,
-        w,
-        bias,
-        labels,
-        weights,
-        vocab_axis=attrs["vocab_axis"],
-        smoothing=attrs["smoothing"],
-        rows=rows,
-    )
+        rows = rows_per_chunk(xs[1].shape[attrs["vocab_axis"]], accelerator=True)
+    return fused_loss.call(linear_cross_entropy, xs, attrs, rows)
 
 
 @op("dropout")

@@ -39,17 +39,11 @@ def linear_cross_entropy(
     s = float(smoothing)
     vocab = w.shape[vocab_axis]
     d = h.shape[-1] if h.shape[-1] is not None else tf.shape(h)[-1]
-    static = h.shape[:-1].is_fully_defined()
     positions = tf.shape(h)[:-1]
-
-    def layout() -> tuple[int, int, int, int]:
-        if not static:
-            return -1, -1, -1, 1
-        shape = tuple(h.shape[:-1])
-        lead, per, n = chunking(shape, rows, MAX_CHUNKS)
-        return lead, shape[-1], per, n
-
-    lead, last, per, n = layout()
+    lead, last, per, n = -1, -1, -1, 1  # a shape known only when run: one chunk
+    if h.shape[:-1].is_fully_defined():
+        lead, per, n = chunking(tuple(h.shape[:-1]), rows, MAX_CHUNKS)
+        last = h.shape[-2]
 
     def pieces(x: tf.Tensor, *tail: int) -> list[tf.Tensor]:
         """x [..., last, *tail] as n chunks [lead * per, *tail], padded with zeros."""

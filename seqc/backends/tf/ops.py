@@ -24,6 +24,7 @@ from seqc.backends.tf.linear_ce import linear_cross_entropy
 from seqc.backends.tf.scopes import SIGNAL_SCOPE, layer_scope
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
+from seqc.compiler.lower import fused_loss
 
 DTYPES = {
     "float32": tf.float32,
@@ -347,19 +348,7 @@ def _attention(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 @op("linear_cross_entropy")
 def _linear_cross_entropy(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     """The output layer and cross-entropy fused by `seqc.compiler.lower.fused_loss`."""
-    h, w, *rest = xs
-    bias = rest.pop(0) if attrs["bias"] else None
-    labels, weights = rest
-    return linear_cross_entropy(
-        h,
-        w,
-        bias,
-        labels,
-        weights,
-        vocab_axis=attrs["vocab_axis"],
-        smoothing=attrs["smoothing"],
-        rows=attrs["rows"],
-    )
+    return fused_loss.call(linear_cross_entropy, xs, attrs)
 
 
 @op("dropout")

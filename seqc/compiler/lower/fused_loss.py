@@ -33,6 +33,7 @@ unfused criterion, whose ops its plan names.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from seqc.compiler.graph import Graph, GraphBuilder, Param, TensorType
 from seqc.compiler.lower.criterion import LABELS, MASK
@@ -87,6 +88,25 @@ def chunking(positions: tuple[int, ...], rows: int, max_chunks: int = 0) -> tupl
     if max_chunks and -(-last // per_chunk) > max_chunks:
         per_chunk = -(-last // max_chunks)
     return leading, per_chunk, -(-last // per_chunk)
+
+
+def call(fn: Any, xs: list[Any], attrs: dict[str, Any], rows: int | None = None) -> Any:
+    """`fn(h, w, bias, labels, weights, vocab_axis=, smoothing=, rows=)` on an op's inputs
+    (the bias is there when `attrs["bias"]`): how each backend's primitive table calls its
+    implementation; `rows` overrides the attribute (a GPU's chunks)."""
+    h, w, *rest = xs
+    bias = rest.pop(0) if attrs["bias"] else None
+    labels, weights = rest
+    return fn(
+        h,
+        w,
+        bias,
+        labels,
+        weights,
+        vocab_axis=attrs["vocab_axis"],
+        smoothing=attrs["smoothing"],
+        rows=attrs["rows"] if rows is None else rows,
+    )
 
 
 def lower_fused_cross_entropy(loss: CallValue, graph: Graph, span: Span | None = None) -> Graph:
