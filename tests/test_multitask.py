@@ -461,3 +461,16 @@ def test_the_both_ways_example_trains_and_evaluates_each_direction(
     scored = runner.invoke(app, ["eval", *base, "--limit", "4"])
     assert scored.exit_code == 0, scored.output
     assert scored.output.count("dev_bleu") == 2 and scored.output.count("dev_chrf") == 2
+    # each direction's artifact is scored into a folder of its own, as its checkpoint is: the
+    # artifacts' folders share a name (run/export/TASK/onnx-none)
+    exported = runner.invoke(app, ["export", *base, "--format", "onnx", "--bleu", "0"])
+    assert exported.exit_code == 0, exported.output
+    for task in ("en_es", "es_en"):
+        artifact = ["--artifact", f"run/export/{task}/onnx-none", "--limit", "2"]
+        result = runner.invoke(app, ["eval", *base, *artifact])
+        assert result.exit_code == 0, result.output
+    for task in ("en_es", "es_en"):
+        scores = json.loads(
+            (tmp_path / "run" / "eval" / f"onnx-none-dev-{task}" / "scores.json").read_text()
+        )
+        assert scores["task"] == task and scores["examples"] == 2

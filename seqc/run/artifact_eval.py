@@ -4,7 +4,8 @@ Why: what a user ships is the artifact (ONNX or TFLite, fp32 or int8), and the f
 matters is its BLEU on the test split next to the checkpoint's, decoded with the same strategy
 and scored by the same code (`score_translations`): export's own BLEU gate translates a few dev
 sentences greedily, enough to catch a broken file, not to report a result. The translations and
-scores go to RUN/eval/ARTIFACT-SPLIT (`onnx-dynamic-test`), beside the checkpoint's.
+scores go to RUN/eval/ARTIFACT-SPLIT (`onnx-dynamic-test`; -TASK after it in a multi-task run),
+beside the checkpoint's.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Pat
     from seqc.run.artifact import check_against, load_artifact
     from seqc.run.generators import default_strategy, from_artifact
     from seqc.run.lock import unwritable
-    from seqc.run.translate import score_translations, write_translations
+    from seqc.run.session import several_tasks
+    from seqc.run.translate import eval_folder, score_translations, write_translations
 
     if session.pipeline.task != "seq2seq":
         raise UsageError(
@@ -53,7 +55,8 @@ def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Pat
     sig = t["signatures"]
     out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
     out.print(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
-    folder = run_dir / "eval" / f"{path.resolve().name}-{split}"
+    tag = path.resolve().name
+    folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
     facts = {
         "task": session.task,
         "split": split,

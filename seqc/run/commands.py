@@ -286,7 +286,7 @@ def eval_cmd(
         Path | None,
         typer.Option(
             help="Translate with this exported artifact instead of a checkpoint (its BLEU and "
-            "chrF; translations in RUN/eval/ARTIFACT-SPLIT).",
+            "chrF; translations in RUN/eval/ARTIFACT-SPLIT, -TASK after it in a multi-task run).",
         ),
     ] = None,
 ) -> None:
@@ -375,12 +375,11 @@ def _write_eval(
     checkpoint and split replaces the folder whole."""
     from seqc.resolve.values import to_json
     from seqc.run.lock import unwritable
-    from seqc.run.translate import write_translations
+    from seqc.run.session import several_tasks
+    from seqc.run.translate import eval_folder, write_translations
 
-    name = f"{_checkpoint_tag(run_dir, Path(weights.path), weights.step)}-{split}"
-    if len(session.resolved.tasks) > 1:
-        name += f"-{session.task}"
-    folder = run_dir / "eval" / name
+    tag = _checkpoint_tag(run_dir, Path(weights.path), weights.step)
+    folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
     facts = {
         "task": session.task,
         "split": split,

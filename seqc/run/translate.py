@@ -85,6 +85,18 @@ TRANSLATION_FILES = ("sources.txt", "hypotheses.txt", "references.txt", "scores.
 example N of the split."""
 
 
+def eval_folder(run_dir: Path, tag: str, split: str, task: str, several_tasks: bool) -> Path:
+    """Where an evaluation's translations and scores go: RUN/eval/TAG-SPLIT, where TAG names
+    what was scored (a checkpoint's step, an artifact's folder), and -TASK after it in a
+    multi-task run, whose tasks are scored by the same checkpoint or by artifacts in folders of
+    the same name (RUN/export/TASK/onnx-none): without the task, each task's evaluation would
+    replace the one before it."""
+    name = f"{tag}-{split}"
+    if several_tasks:
+        name += f"-{task}"
+    return run_dir / "eval" / name
+
+
 def write_translations(folder: Path, scored: dict[str, Any], facts: dict[str, Any]) -> None:
     """`score_translations`' result as files beside the run, replacing any earlier ones as a
     whole: the sources, detokenized hypotheses and references one per line in split order (to
