@@ -126,3 +126,16 @@ def test_each_backend_times_one_op_forward_and_backward(name: str) -> None:
     assert all(np.isfinite(v).all() for v in feeds.values() if v.dtype.kind == "f")
     fwd, bwd = backend(name).profile_op(one, feeds, reps=5)
     assert fwd > 0 and bwd > 0
+
+
+@pytest.mark.parametrize("name", ["jax", "tf"])
+def test_each_backend_times_an_embedding_lookup_whose_gradient_is_sparse(name: str) -> None:
+    """TF's gradient of a gather with respect to its table is `IndexedSlices`, not a tensor:
+    `seqc profile --backend tf` crashed on the embedding of every LM."""
+    _, compiled = compile_experiment(EXAMPLE, EXP)
+    graph = compiled.graph
+    op = next(op for op in graph.ops if op.kind == "gather")
+    one = one_op_graph(graph, op)
+    feeds = random_inputs(one, {"B": 4, "T": 8, "S": 8}, seed=0)
+    fwd, bwd = backend(name).profile_op(one, feeds, reps=2)
+    assert fwd > 0 and bwd >= 0
