@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -92,6 +93,46 @@ def test_sentencepiece_is_cached_and_not_retrained(
     other = make_call("tokenizer", "sentencepiece", vocab_size=81, model_type="bpe")
     with pytest.raises(AssertionError):
         build_tokenizer(other, texts, tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["another-model", "truncated", "no-sum"])
+def test_a_damaged_or_replaced_sentencepiece_cache_entry_is_rebuilt_not_used(
+    tmp_path: Path, damage: str
+) -> None:
+    """An entry is used only if it is what its key names, as written: another valid model
+    copied in was used before (a different tokenization of the same spec), a truncated one
+    crashed the run."""
+    texts = corpus()
+    call = make_call("tokenizer", "sentencepiece", vocab_size=80, model_type="bpe")
+    first = build_tokenizer(call, texts, tmp_path)
+    (entry,) = tmp_path.glob("sentencepiece-*")
+    model = entry / SentencePieceTokenizer.MODEL_FILE
+    if damage == "another-model":
+        other = SentencePieceTokenizer.train(corpus(seed=1), vocab_size=80, model_type="bpe")
+        assert other.model_proto != first.model_proto
+        model.write_bytes(other.model_proto)
+    elif damage == "truncated":
+        model.write_bytes(first.model_proto[:100])
+    else:  # an entry of an older seqc, or a record edited: no sum to check the model by
+        record = json.loads((entry / "tokenizer.json").read_text())
+        del record["settings"]["sha256"]
+        (entry / "tokenizer.json").write_text(json.dumps(record))
+    again = build_tokenizer(call, texts, tmp_path)
+    assert isinstance(again, SentencePieceTokenizer)
+    assert again.encode(texts[3]) == first.encode(texts[3])
+    assert model.read_bytes() == again.model_proto  # the entry was rebuilt whole
+    assert [p.name for p in tmp_path.iterdir()] == [entry.name]  # nothing left beside it
+    if damage == "another-model":
+        assert again.model_proto == first.model_proto
+
+
+def test_a_truncated_saved_sentencepiece_model_is_a_clear_error(tmp_path: Path) -> None:
+    tok = SentencePieceTokenizer.train(corpus(), vocab_size=80)
+    tok.save(tmp_path)
+    (tmp_path / SentencePieceTokenizer.MODEL_FILE).write_bytes(tok.model_proto[:100])
+    with pytest.raises(DataError) as info:
+        load_tokenizer(tmp_path)
+    assert info.value.code == "bad-tokenizer" and "spm.model" in str(info.value.path)
 
 
 def test_sentencepiece_vocab_too_large_for_the_text_is_a_clear_error(tmp_path: Path) -> None:

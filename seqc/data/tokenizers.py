@@ -13,7 +13,9 @@ Kinds, matching the catalogue's `tokenizer` namespace:
 - `sentencepiece`: a subword model trained on the train split with the spec's settings. Training
   takes seconds to minutes, so models are cached under `cache_dir`, keyed by a hash of the
   training text and the settings: a second run with the same data and spec loads the model
-  instead of retraining, and any change to either trains a new one.
+  instead of retraining, and any change to either trains a new one. Each entry records its key
+  and its model file's sha256, checked whenever it is read: an entry that fails (truncated,
+  another model copied in, written by an older seqc) is rebuilt, never used.
 - `chars`, `words`: vocabularies counted from the training text (cheap, so never cached).
 - `bytes`: UTF-8 bytes, ids 4..259; needs no training and never produces `unk`.
 
@@ -24,6 +26,7 @@ be loaded back with `load_tokenizer`, so a checkpoint can carry the exact vocabu
 from __future__ import annotations
 
 import abc
+import contextlib
 import hashlib
 import io
 import json
@@ -297,8 +300,16 @@ class SentencePieceTokenizer(_Specials):
     @classmethod
     def load(cls, directory: Path) -> Self:
         data = _read_json(Path(directory), cls.kind)
-        proto = (Path(directory) / cls.MODEL_FILE).read_bytes()
-        return cls(proto, data.get("settings"))
+        path = Path(directory) / cls.MODEL_FILE
+        try:
+            return cls(path.read_bytes(), data.get("settings"))
+        except (OSError, RuntimeError) as e:  # missing, truncated, or not a model at all
+            raise DataError(
+                f"cannot load SentencePiece model: {str(e).strip().splitlines()[0]}",
+                code="bad-tokenizer",
+                path=display_path(path),
+                hint="the file is damaged; delete its folder and run again to rebuild it",
+            ) from None
 
     @classmethod
     def from_model_file(cls, path: Path) -> Self:
@@ -370,13 +381,35 @@ class SentencePieceTokenizer(_Specials):
         }
         key = training_key(texts, settings)
         folder = Path(cache_dir) / f"sentencepiece-{key[:16]}"
-        if (folder / TOKENIZER_FILE).is_file() and (folder / cls.MODEL_FILE).is_file():
-            return cls.load(folder)
+        if folder.exists():
+            found = cls._verified(folder, key)
+            if found is not None:
+                return found
+            _discard(folder)  # damaged, replaced or of an older seqc: never used, rebuilt
         tok = cls.train(texts, **settings)
         tok.settings["key"] = key
         tok.settings["training_texts"] = len(texts)
+        tok.settings["sha256"] = _sha256(tok.model_proto)
         _save_atomically(tok, folder)
         return tok
+
+    @classmethod
+    def _verified(cls, folder: Path, key: str) -> Self | None:
+        """The cache entry in `folder` if it is the model of `key` as it was written: its
+        record names the key, and the model file's sha256 is the one recorded beside it.
+        Anything else (a truncated file, another valid model copied in, an entry without a
+        sum) is None: a cache is trusted for what it says it holds, not for being there."""
+        try:
+            settings = _read_json(folder, cls.kind).get("settings") or {}
+            proto = (folder / cls.MODEL_FILE).read_bytes()
+        except (DataError, OSError, ValueError):
+            return None
+        if settings.get("key") != key or settings.get("sha256") != _sha256(proto):
+            return None
+        try:
+            return cls(proto, settings)
+        except RuntimeError:
+            return None
 
 
 def _training_error(message: str, vocab_size: int) -> DataError:
@@ -411,6 +444,19 @@ def training_key(texts: Iterable[str], settings: dict[str, Any]) -> str:
         h.update(t.encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _discard(folder: Path) -> None:
+    """Remove a cache entry that failed its check: renamed aside first, so a run that reads
+    the folder at this moment sees a whole entry or none."""
+    aside = Path(tempfile.mkdtemp(prefix=folder.name + ".discard.", dir=folder.parent))
+    with contextlib.suppress(OSError):  # another run removed or replaced it first
+        folder.rename(aside / folder.name)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _save_atomically(tok: Tokenizer, folder: Path) -> None:
