@@ -25,7 +25,7 @@ from test_train import LM_SPEC, _corpus
 from typer.testing import CliRunner
 
 from seqc.cli import NATIVE_LOG_ENV, app
-from seqc.run.artifact import MANIFEST, sha256_of
+from seqc.run.artifact import MANIFEST, sha256_of, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -61,8 +61,9 @@ def test_truncated_model_file_with_a_matching_hash_is_a_file_error(
     cut = target / "saved_model.pb" if target.is_dir() else target
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
     manifest = json.loads((art / MANIFEST).read_text())
-    manifest["files"][name] = sha256_of(target)  # the integrity check passes
-    (art / MANIFEST).write_text(json.dumps(manifest))
+    kept = {k: v for k, v in manifest.items() if k not in ("files", "manifest_sha256")}
+    write_manifest(art, kept)  # re-hashed and re-sealed: the integrity check passes
+    assert json.loads((art / MANIFEST).read_text())["files"][name] == sha256_of(target)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("abc\n")
     result = runner.invoke(app, ["decode", "--artifact", str(art), "--input", str(prompts)])
@@ -71,6 +72,31 @@ def test_truncated_model_file_with_a_matching_hash_is_a_file_error(
     assert f"cannot load the model file {target}" in result.output
     assert "export the artifact again" in result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+@pytest.mark.parametrize(("fmt", "name"), FORMATS, ids=[f for f, _ in FORMATS])
+def test_an_edited_manifest_is_refused_before_the_runtime_sees_it(
+    exported: tuple[list[str], Path, Path], tmp_path: Path, fmt: str, name: str
+) -> None:
+    """The manifest says how to drive the model: its caches' shapes edited (32 -> 16) made ONNX
+    Runtime fail with an internal error; the manifest is sealed like the files it lists."""
+    art = tmp_path / fmt
+    shutil.copytree(exported[2] / f"{fmt}-none", art)
+    text = (art / MANIFEST).read_text()
+    manifest = json.loads(text)
+    shape, _ = next(iter(manifest["step"]["caches"].values()))
+    shape[-1] //= 2  # [B, L, heads, head_dim]: half the width the model was built for
+    (art / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("abc\n")
+    result = runner.invoke(app, ["decode", "--artifact", str(art), "--input", str(prompts)])
+    assert result.exit_code == 2, result.output
+    assert "bad-artifact" in result.output and "manifest.json was changed" in result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output
+    # formatting alone (what a JSON tool writes back) is not an edit
+    (art / MANIFEST).write_text(json.dumps(json.loads(text), indent=4))
+    result = runner.invoke(app, ["decode", "--artifact", str(art), "--input", str(prompts)])
+    assert result.exit_code == 0, result.output
 
 
 def test_an_intact_artifact_still_decodes(

@@ -12,8 +12,9 @@ Layout of one artifact folder (`<out>/<format>-<quantize>/`):
 The manifest holds the experiment, the task kind, the special token ids, the default decode
 strategy, the step function's tensors (token input, caches with symbolic shapes, encoder
 inputs and outputs), quantization, the parity and quality figures measured at export, and a
-sha256 of every file, so a corrupt or edited artifact is refused on load rather than decoding
-garbage, and an artifact paired with another spec or tokenizer says so.
+sha256 of every file and of its own body, so a corrupt or edited artifact (a model file or the
+manifest itself) is refused on load rather than decoding garbage or failing inside its runtime,
+and an artifact paired with another spec or tokenizer says so.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ def model_bytes(folder: Path, fmt: str) -> int:
     return total
 
 
+SELF_DIGEST = "manifest_sha256"
+"""The manifest's digest of its own body: the manifest says how to drive the model (its caches'
+shapes, its special ids), so an edit to it is as damaging as an edit to a model file."""
+
+
 def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     files = {
         p.relative_to(folder).as_posix(): sha256_of(p)
@@ -61,7 +67,17 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
         if p.name != MANIFEST
     }
     body = {"artifact_version": ARTIFACT_VERSION, **manifest, "files": files}
-    (folder / MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True, default=str) + "\n")
+    body = json.loads(json.dumps(body, default=str))  # as a reader will see it
+    body[SELF_DIGEST] = _body_digest(body)
+    (folder / MANIFEST).write_text(json.dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def _body_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest without its own digest, in one canonical JSON form (sorted keys,
+    no spacing): the same whatever indentation the file was written with."""
+    body = {k: v for k, v in manifest.items() if k != SELF_DIGEST}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -106,6 +122,16 @@ def load_artifact(path: Path) -> Artifact:
         raise _bad(path, f"{path} has no {MANIFEST}", "is this a seqc export folder?") from None
     except json.JSONDecodeError as e:
         raise _bad(manifest_path, f"{MANIFEST} is not valid JSON: {e}", "re-export") from None
+    if not isinstance(manifest, dict):
+        raise _bad(manifest_path, f"{MANIFEST} is not a JSON object", "re-export the artifact")
+    # an artifact written before the manifest carried its own digest has none to check
+    if SELF_DIGEST in manifest and manifest[SELF_DIGEST] != _body_digest(manifest):
+        raise _bad(
+            manifest_path,
+            f"the artifact's {MANIFEST} was changed or is corrupt (its own sha256 differs)",
+            "the manifest describes the model's inputs and caches; re-export the artifact "
+            "rather than editing it",
+        )
     if manifest.get("artifact_version") != ARTIFACT_VERSION:
         raise _bad(
             manifest_path,
