@@ -100,6 +100,19 @@ def test_checkpoints_evaluate_the_same_on_either_backend(lm: Path, tmp_path: Pat
         assert a.keys() == b.keys() and "dev_perplexity" in a
         for k in a:
             assert b[k] == pytest.approx(a[k], rel=1e-4), k
+    # a step is named the same way on both backends, though a TF checkpoint is files
+    # (ckpt-4.index, ...), not a folder `4`
+    for written in ("jax", "tf"):
+        checkpoints = tmp_path / written / "checkpoints"
+        for name in ("4", "ckpt-4"):
+            args = ["eval", *base, "--checkpoint", str(checkpoints / name), "--backend", written]
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, result.output
+            assert _figures(result.output) == figures[written, written]
+        args = ["eval", *base, "--checkpoint", str(checkpoints / "7"), "--backend", written]
+        missing = runner.invoke(app, args)
+        assert missing.exit_code == 2 and "no checkpoint of step 7" in missing.output
+        assert "steps 4" in missing.output and "Traceback" not in missing.output
 
 
 def test_convert_round_trips_weights_and_loads_with_checkpoint(lm: Path, tmp_path: Path) -> None:

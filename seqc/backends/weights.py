@@ -53,6 +53,13 @@ def read_weights(path: Path, step: int | None = None) -> Weights:
     return registry.checkpoint_backend(directory).read_weights(directory.resolve(), step)
 
 
+def names_weights(path: Path) -> bool:
+    """Whether `path` can name weights: a run directory or checkpoints folder that exists, or
+    one step of one (`RUN/checkpoints/N`, `.../ckpt-N`), which need not exist as a path: a TF
+    checkpoint is files named `ckpt-N.*`, not a folder `N`."""
+    return path.exists() or _named_step(path) is not None
+
+
 def _named_step(path: Path) -> tuple[Path, int] | None:
     """(the checkpoints folder, N) for a path naming one checkpoint: `.../N` or `.../ckpt-N`."""
     name = path.name.removeprefix("ckpt-")

@@ -101,10 +101,10 @@ def _backend(session: Any, backend: str | None) -> str:
 def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
     """The weights at `source` (a run directory or checkpoints of either backend), checked
     against the session's model."""
-    from seqc.backends.weights import match_params, read_weights
+    from seqc.backends.weights import match_params, names_weights, read_weights
     from seqc.run.rundir import no_run
 
-    if not source.exists():
+    if not names_weights(source):
         raise no_run(source)
     weights = read_weights(source)
     for why in weights.skipped:

@@ -227,6 +227,21 @@ def no_checkpoint(directory: object) -> FileError:
     )
 
 
+def no_step(directory: object, step: int, held: Iterable[int]) -> FileError:
+    """The error of a step that a checkpoint store does not hold (either backend's): the steps
+    it does hold, and how to name one."""
+    steps = sorted(held)
+    return FileError(
+        f"no checkpoint of step {step} in {directory}",
+        path=str(directory),
+        code="no-checkpoint",
+        found=f"steps {', '.join(map(str, steps))}" if steps else "no checkpoint at all",
+        hint=f"name a step it holds (--checkpoint {directory}/{steps[-1]})"
+        if steps
+        else "train first",
+    )
+
+
 def unloadable_model(path: object, runtime: str, error: BaseException) -> FileError:
     """The error of an artifact's model file that its runtime cannot load (truncated, or not a
     model at all) though its manifest's sha256 matches: the file, the runtime's reason, the fix."""

@@ -21,7 +21,7 @@ from seqc.backends import checksums
 from seqc.backends.api import Weights
 from seqc.backends.jax.mesh import barrier
 from seqc.backends.weights import newest_readable, unreadable
-from seqc.spec.errors import no_checkpoint
+from seqc.spec.errors import no_checkpoint, no_step
 
 SUMS = "seqc.sha256"
 """The checksum file inside each step folder."""
@@ -118,7 +118,7 @@ def read_weights(directory: Path, step: int | None = None) -> Weights:
     try:
         steps = manager.all_steps() if step is None else [step]
         if step is not None and step not in manager.all_steps():
-            raise no_checkpoint(directory / str(step))
+            raise no_step(directory, step, manager.all_steps())
         tree, skipped = newest_readable(directory, steps, lambda s: _read(manager, directory, s))
     finally:
         manager.close()

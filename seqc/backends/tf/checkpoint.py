@@ -27,7 +27,7 @@ import tensorflow as tf
 from seqc.backends import checksums
 from seqc.backends.api import Weights
 from seqc.backends.weights import newest_readable, unreadable
-from seqc.spec.errors import no_checkpoint
+from seqc.spec.errors import no_checkpoint, no_step
 
 PREFIX = "ckpt"
 """File prefix: `ckpt-<step>.index` and `ckpt-<step>.data-*` in the checkpoints folder."""
@@ -195,7 +195,7 @@ def read_weights(directory: Path, step: int | None = None) -> Weights:
     """The weights of checkpoint `step`, or of the newest readable one (read-only: damaged
     ones are passed over, not moved)."""
     if step is not None and step not in steps(directory):
-        raise no_checkpoint(directory / f"{PREFIX}-{step}")
+        raise no_step(directory, step, steps(directory))
     candidates = steps(directory) if step is None else [step]
     (found, params, full), skipped = newest_readable(
         directory, candidates, lambda s: _read(directory, s)
