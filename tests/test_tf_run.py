@@ -109,6 +109,7 @@ def test_checkpoints_evaluate_the_same_on_either_backend(lm: Path, tmp_path: Pat
             result = runner.invoke(app, args)
             assert result.exit_code == 0, result.output
             assert _figures(result.output) == figures[written, written]
+            assert f"checkpoint: step 4 of {checkpoints}" in result.output  # what was scored
         args = ["eval", *base, "--checkpoint", str(checkpoints / "7"), "--backend", written]
         missing = runner.invoke(app, args)
         assert missing.exit_code == 2 and "no checkpoint of step 7" in missing.output

@@ -45,8 +45,10 @@ def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Pat
     check_against(art, session)
     gen = from_artifact(art)
     strategy = session.task_config.get("decode") or default_strategy()
+    step = (art.manifest.get("checkpoint") or {}).get("step")
     err.print(
-        f"translating {split} with {art.format} ({art.manifest['quantize']}) from {path}",
+        f"translating {split} with {art.format} ({art.manifest['quantize']}) from {path}, "
+        f"exported from checkpoint step {step}",
         soft_wrap=True,
     )
     t = score_translations(gen.decoder, session.pipeline, strategy, split, limit)

@@ -324,9 +324,16 @@ def eval_cmd(
 def _eval_one(
     session: Any, source: Path, backend: str | None, split: str, limit: int, run_dir: Path
 ) -> None:
+    from seqc.backends.registry import title as registry_title
     from seqc.run.evaluate import evaluate
 
     model, state, weights = _restore_weights(session, source, _backend(session, backend))
+    # which weights were scored: a run still training has newer checkpoints by the time a
+    # figure is read
+    out.print(
+        f"checkpoint: step {weights.step} of {weights.path} ({registry_title(weights.backend)})",
+        soft_wrap=True,
+    )
     scores = evaluate(model, state["params"], session.pipeline, split)
     for k, v in scores.items():
         out.print(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
