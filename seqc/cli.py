@@ -2,7 +2,9 @@
 
 Every command maps spec errors to a rendered message (file:line:col, caret, expected/found,
 did-you-mean) and exit code 2; `--debug` shows the Python traceback as well. Exit codes:
-0 success, 1 `fmt --check` found files to reformat, 2 a spec or usage error, 3 an internal error.
+0 success, 1 `fmt --check` found files to reformat, 2 a spec or usage error, 3 an internal error,
+141 the reader of the output closed the pipe (`seqc check x | head -1`), as a shell reports a
+writer that SIGPIPE ended (130 and 143: a run stopped by SIGINT or SIGTERM with a checkpoint).
 
 User text is printed literally: the consoles interpret neither rich markup (`[bold]`) nor emoji
 codes (`:smile:`), so a spec line, a file name or a decoded sample shows as written and a caret
@@ -73,6 +75,20 @@ def _heavy_group() -> Any:
     return typer.main.get_command(heavy)
 
 
+CLOSED_PIPE = 141
+"""The exit code of any command whose output's reader went away (`seqc check x | head -1`),
+as a shell reports a writer killed by SIGPIPE (128 + 13)."""
+
+
+def _closed_pipe() -> typer.Exit:
+    """Point stdout and stderr at /dev/null (nothing more can reach the reader, and Python's
+    flush at exit would fail again and exit 120) and give the exit that says a pipe closed."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # no descriptor
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    return typer.Exit(CLOSED_PIPE)
+
+
 class _LazyGroup(TyperGroup):
     """The top-level group: the commands defined here, plus `HEAVY_COMMANDS` loaded on demand."""
 
@@ -125,9 +141,7 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
         _print_error(too_deep(e, str(spec) if spec is not None else None))
         raise typer.Exit(2) from None
     except BrokenPipeError:  # `seqc decode ... | head -1`: the reader has all it wanted
-        with contextlib.suppress(OSError, ValueError):  # stdout may have no descriptor
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # none at exit
-        raise typer.Exit(141) from None  # as a shell reports a writer killed by SIGPIPE
+        raise _closed_pipe() from None
     except Exception as e:
         from seqc.spec.errors import SeqcError  # imported here: a verdict hit never loads it
 
@@ -553,10 +567,12 @@ def quiet_native_logs() -> Callable[[], None]:
     thread.start()
 
     def undo() -> None:
-        sys.stderr.flush()
+        with contextlib.suppress(OSError, ValueError):  # a reader of stderr that went away
+            sys.stderr.flush()
         os.dup2(real, 2)  # the pipe's last writer goes: the pump reads to its end and stops
         thread.join(timeout=5)
-        sys.stderr.close()
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.close()
         sys.stderr = python_stderr
         if not thread.is_alive():  # else a child still holds the pipe: the pump needs `real`
             os.close(real)
@@ -570,14 +586,41 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def main() -> None:
-    if "--debug" in sys.argv[1:]:
-        app()
-        return
-    undo = quiet_native_logs()
+    stdout = _identity(1)
     try:
-        app()
-    finally:
-        undo()
+        if "--debug" in sys.argv[1:]:
+            app()
+            return
+        undo = quiet_native_logs()
+        try:
+            app()
+        finally:
+            undo()
+    except SystemExit as e:
+        # A closed pipe met outside seqc's own handlers (typer's and rich's: `--help`, a usage
+        # error, a table) exits 1 there, the code `fmt --check` gives for "would reformat".
+        if e.code not in (0, None, CLOSED_PIPE) and _output_closed(stdout):
+            _closed_pipe()
+            raise SystemExit(CLOSED_PIPE) from None
+        raise
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _output_closed(stdout: tuple[int, int] | None) -> bool:
+    """Whether a write to stdout or stderr met a closed pipe and a library handled it: rich
+    puts /dev/null in stdout's place, typer wraps the streams so their flush at exit is quiet."""
+    devnull = os.stat(os.devnull)
+    now = _identity(1)
+    if stdout is not None and now != stdout and now == (devnull.st_dev, devnull.st_ino):
+        return True
+    return any(type(s).__name__.endswith("PacifyFlushWrapper") for s in (sys.stdout, sys.stderr))
 
 
 if __name__ == "__main__":

@@ -106,3 +106,43 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
         assert e.exit_code == 141
     else:
         raise AssertionError("no exit")
+
+
+BAD_SPEC = "seqc 1\nlayer X( {\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "streams"),
+    [
+        (["check", "examples/lm/shakespeare.seq"], "stdout"),  # ok, on stdout
+        (["check", "bad.seq"], "both"),  # the error, on stderr
+        (["layers", "--brief"], "stdout"),  # a rich table
+        (["--help"], "stdout"),  # typer's help
+        (["data", "list"], "stdout"),  # typer's echo
+    ],
+    ids=["ok", "error", "table", "help", "echo"],
+)
+def test_every_command_exits_141_when_its_output_pipe_is_closed(
+    tmp_path: Path, args: list[str], streams: str
+) -> None:
+    """`seqc check bad.seq | head -1` exited 120 (Python's failed flush at exit) or 1 (rich's
+    and typer's own handlers: the code `fmt --check` gives for "would reformat")."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "bad.seq").write_text(BAD_SPEC)
+    args = [a if a != "bad.seq" else str(tmp_path / "bad.seq") for a in args]
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first write
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", "from seqc.cli import main; main()", *args],
+            stdout=write,
+            stderr=write if streams == "both" else subprocess.DEVNULL,
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert result.returncode == 141
