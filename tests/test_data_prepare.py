@@ -258,3 +258,65 @@ def test_english_words_from_local_sources(tmp_path: Path) -> None:
     counts = result.manifest["counts"]
     assert counts["train"]["kjv_verses"] == 4 and counts["dev"]["kjv_verses"] == 1
     assert result.manifest["train_vocabulary"] == len({w for line in train for w in line.split()})
+
+
+def test_a_dead_process_s_staging_folder_is_swept_and_a_live_one_kept(tmp_path: Path) -> None:
+    """An interrupted `seqc data prepare` or `seqc export` (SIGKILL, a crash) cannot remove the
+    hidden folder it was building in: the next one to build there removes it."""
+    import os
+    import subprocess
+    import sys
+
+    from seqc.data.staging import staging_dir, sweep
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    dead = tmp_path / f".zipf.seqc-{int(gone.stdout)}-abc123"
+    (dead / "half").mkdir(parents=True)
+    live = tmp_path / f".zipf.seqc-{os.getppid()}-def456"  # pytest's parent: running
+    live.mkdir()
+    unrelated = tmp_path / ".zipf.notours"
+    unrelated.mkdir()
+    new = staging_dir(tmp_path, "zipf")
+    assert not dead.exists() and live.is_dir() and unrelated.is_dir() and new.is_dir()
+    assert new.name.startswith(f".zipf.seqc-{os.getpid()}-")
+    assert sweep(tmp_path) == []  # its own folder is never swept
+
+
+def test_sigterm_during_prepare_leaves_no_staging_folder(tmp_path: Path) -> None:
+    """`timeout` or `kill` during `seqc data prepare` left the half-built folder: Python's
+    default SIGTERM runs no cleanup. While a build stages, SIGTERM raises; the command exits
+    143."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from seqc.cli import main; main()",
+            "data",
+            "prepare",
+            "zipf",
+            "--cache-dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.glob(".zipf.seqc-*")) and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail("prepare ended before its staging folder was seen")
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 143
+    # nothing half-built: no staging folder; the corpus whole, or (the signal met while an
+    # import's C code ran, which swallows it: see seqc.data.staging.staged) not at all
+    assert [p.name for p in tmp_path.iterdir()] in ([], ["zipf"])

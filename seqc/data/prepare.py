@@ -14,7 +14,6 @@ A source that cannot be reached (no access to PyPI, diatheke or espeak-ng not in
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 from seqc.data.corpora import bible, shakespeare, spoken_numbers, words, zipf
 from seqc.data.corpora.output import MANIFEST, damage, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
+from seqc.data.staging import staged
 from seqc.spec.errors import did_you_mean
 
 DEFAULT_ROOT = Path(".cache") / "data"
@@ -156,18 +156,13 @@ def prepare(
         rebuilt = damage(folder, existing)  # a file changed since: never "already prepared"
         if rebuilt is None:
             return PrepareResult(name, folder, existing, True, time.perf_counter() - start)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
-    try:
+    with staged(folder.parent, name) as tmp:
         body = spec.build(tmp, source)
         manifest = {"corpus": name, "version": MANIFEST_VERSION, **body}
         write_manifest(tmp, manifest)
         if folder.exists():
             shutil.rmtree(folder)
         tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return PrepareResult(name, folder, manifest, False, time.perf_counter() - start, rebuilt)
 
 

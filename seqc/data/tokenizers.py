@@ -33,7 +33,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -44,6 +43,7 @@ import sentencepiece as spm
 from seqc.data.calls import call_args
 from seqc.data.errors import DataError, display_path
 from seqc.data.readers import BaseDirs, resolve_paths
+from seqc.data.staging import staging_dir
 from seqc.resolve.values import CallValue
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -453,7 +453,7 @@ def _sha256(data: bytes) -> str:
 def _discard(folder: Path) -> None:
     """Remove a cache entry that failed its check: renamed aside first, so a run that reads
     the folder at this moment sees a whole entry or none."""
-    aside = Path(tempfile.mkdtemp(prefix=folder.name + ".discard.", dir=folder.parent))
+    aside = staging_dir(folder.parent, folder.name)
     with contextlib.suppress(OSError):  # another run removed or replaced it first
         folder.rename(aside / folder.name)
     shutil.rmtree(aside, ignore_errors=True)
@@ -462,8 +462,7 @@ def _discard(folder: Path) -> None:
 def _save_atomically(tok: Tokenizer, folder: Path) -> None:
     """Write into a temporary sibling and rename, so a crash never leaves half a cache entry
     and two runs training at once both end with a complete one."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    tmp = staging_dir(folder.parent, folder.name)
     try:
         tok.save(tmp)
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from seqc.data.staging import staging_dir
 from seqc.spec.errors import FileError
 
 BREAKS = str.maketrans({"\r": " ", "\n": " "})
@@ -114,8 +115,7 @@ def write_folder(folder: Path, files: dict[str, Iterable[str] | str]) -> None:
     """A folder of files, replacing any folder of that name as a whole: built beside it under a
     hidden name, then renamed into place, so its files always belong to one run. A file is a
     string (written as is) or lines (one `one_line` each). Raises OSError."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+    tmp = staging_dir(folder.parent, folder.name)
     old = None
     try:
         for name, content in files.items():
@@ -130,9 +130,7 @@ def write_folder(folder: Path, files: dict[str, Iterable[str] | str]) -> None:
                 os.fsync(f.fileno())
         os.chmod(tmp, 0o777 & ~_umask())
         if folder.exists():  # a directory cannot be renamed over a full one: move it away first
-            old = Path(
-                tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".old", dir=folder.parent)
-            )
+            old = staging_dir(folder.parent, folder.name)
             os.replace(folder, old / folder.name)
         os.replace(tmp, folder)
     except BaseException:
