@@ -255,7 +255,11 @@ def fmt(
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file and a rename, so an interrupted write never loses the spec."""
+    """Write via a temporary file and a rename, so an interrupted write never loses the spec.
+    A symbolic link is written through: its target gets the text and the link stays a link
+    (renaming over the link itself would replace it with a copy and leave the target as it
+    was)."""
+    path = path.resolve()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

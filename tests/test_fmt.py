@@ -436,6 +436,20 @@ def test_cli_write_rewrites_then_check_is_clean(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["a.seq"]  # no temporary file left behind
 
 
+def test_cli_write_through_a_symbolic_link_formats_its_target(tmp_path: Path) -> None:
+    """The link was replaced by a formatted copy, and its target left unformatted."""
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "a.seq"
+    target.write_text(UGLY, encoding="utf-8")
+    link = tmp_path / "link.seq"
+    link.symlink_to(target)
+    result = runner.invoke(app, ["fmt", "--write", str(link)])
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.resolve() == target
+    assert target.read_text(encoding="utf-8") == PRETTY
+    assert sorted(p.name for p in (tmp_path / "real").iterdir()) == ["a.seq"]
+
+
 def test_cli_write_leaves_a_file_with_a_syntax_error_untouched(tmp_path: Path) -> None:
     f = tmp_path / "bad.seq"
     broken = "seqc 1\ninput data {  train = \n}\n"
