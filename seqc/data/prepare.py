@@ -24,6 +24,7 @@ from seqc.data.corpora import bible, shakespeare, spoken_numbers, words, zipf
 from seqc.data.corpora.output import MANIFEST, damage, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
 from seqc.data.staging import staged
+from seqc.data.targets import output_folder
 from seqc.spec.errors import did_you_mean
 
 DEFAULT_ROOT = Path(".cache") / "data"
@@ -148,6 +149,7 @@ def prepare(
 ) -> PrepareResult:
     """Build corpus `name` under `cache_dir` (default `.cache/data`) unless already built."""
     spec = corpus(name)
+    output_folder(Path(cache_dir if cache_dir is not None else DEFAULT_ROOT), "--cache-dir")
     folder = corpus_folder(name, cache_dir)
     start = time.perf_counter()
     existing = read_manifest(folder)
