@@ -69,6 +69,9 @@ def _heavy_group() -> Any:
     from seqc.run.commands import COMMANDS
 
     heavy = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    for info in data_app.registered_commands:  # `seqc data ...` under the same guard as all
+        if info.callback is not None:
+            info.callback = _guard(info.callback)
     heavy.add_typer(data_app, name="data", help="Prepare the corpora the examples train on.")
     for name, fn in COMMANDS.items():
         heavy.command(name)(_guard(fn))
@@ -150,11 +153,13 @@ def _run(fn: Callable[[], T], spec: Path | None = None) -> T:
         if isinstance(e, SeqcError):
             _print_error(e)
             raise typer.Exit(2) from None
-        # a bug in seqc, not in the spec
+        # a bug in seqc, not in the spec (its message may quote the spec: made printable)
+        from seqc.spec.printable import printable
+
         err.print(
             styled(
                 ("internal error", "bold red"),
-                f": {type(e).__name__}: {e}\n"
+                f": {type(e).__name__}: {printable(str(e), lines=True)}\n"
                 "This is a bug in seqc. Run again with --debug for the traceback and report it.",
             )
         )
@@ -196,6 +201,8 @@ def check(file: FileArg, experiment: ExpOpt = None, set_: SetOpt = None) -> None
     """Parse, resolve and type-check a spec (all experiments, or one with -e)."""
     from seqc.compiler.check_cache import check_file
 
+    shown = _printable_path(file)
+
     def body() -> None:
         if set_ and experiment is None:
             from seqc.spec.errors import UsageError
@@ -206,7 +213,7 @@ def check(file: FileArg, experiment: ExpOpt = None, set_: SetOpt = None) -> None
         out.print(
             styled(
                 ("ok", "green"),
-                f" {file}: {summary.files} file(s), "
+                f" {shown}: {summary.files} file(s), "
                 f"{summary.layers} layer(s), {summary.tasks} task(s), "
                 f"{summary.experiments} experiment(s) checked",
             )
@@ -224,8 +231,11 @@ def fmt(
     write: Annotated[bool, typer.Option("--write", help="Rewrite the file in place.")] = False,
 ) -> None:
     """Print the canonical form of a spec (comments kept)."""
+    from seqc.spec.files import read_spec
     from seqc.spec.parser import parse_file
     from seqc.spec.printer import format_spec
+
+    shown = _printable_path(file)
 
     def body() -> int:
         if check_ and write:
@@ -234,17 +244,17 @@ def fmt(
             raise UsageError("use one of --check and --write", code="bad-flags")
         spec = parse_file(file)
         text = format_spec(spec)
-        original = file.read_text(encoding="utf-8")
+        original = read_spec(file, keep_bom=True)  # bounded, as the parse's read
         if check_:
             if text != original:
-                err.print(f"would reformat {file}")
+                err.print(f"would reformat {shown}")
                 return 1
-            out.print(f"{file} is formatted")
+            out.print(f"{shown} is formatted")
             return 0
         if write:
             if text != original:
                 _atomic_write(file, text)
-                out.print(f"reformatted {file}")
+                out.print(f"reformatted {shown}")
             return 0
         sys.stdout.write(text)
         return 0
@@ -252,6 +262,13 @@ def fmt(
     code = _run(body, file)
     if code:
         raise typer.Exit(code)
+
+
+def _printable_path(file: Path) -> str:
+    """A file name as `check` and `fmt` print it: a name is user text too (`printable`)."""
+    from seqc.spec.printable import printable
+
+    return printable(str(file))
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -15,7 +15,7 @@ from lsprotocol import types
 
 from seqc.lsp import lookup
 from seqc.lsp.context import BODIES, Cursor, cursor_at
-from seqc.lsp.documents import Analysis, Lines
+from seqc.lsp.documents import Analysis, Lines, resolved
 from seqc.lsp.hover import kind_md, layer_md, param_md, user_param_md
 from seqc.resolve.program import Program
 from seqc.spec.kinds import REGISTRY, KindSpec
@@ -25,22 +25,24 @@ MAX_PATHS = 200
 
 
 def complete(
-    text: str, offset: int, folder: Path, analysis: Analysis, encoding: str | None
+    text: str, offset: int, file: Path, analysis: Analysis, encoding: str | None
 ) -> types.CompletionList:
+    """The completions at `offset` of the buffer `text`, which is the file `file` (imports are
+    relative to its folder, and it is never offered as an import of itself)."""
     cur = cursor_at(text, offset)
     lines = Lines(text, encoding)
     program = analysis.program or analysis.last_program
-    items = _items(cur, text, offset, folder, program, lines)
+    items = _items(cur, text, offset, file, program, lines)
     return types.CompletionList(is_incomplete=False, items=items)
 
 
 def _items(
-    cur: Cursor, text: str, offset: int, folder: Path, program: Program | None, lines: Lines
+    cur: Cursor, text: str, offset: int, file: Path, program: Program | None, lines: Lines
 ) -> list[types.CompletionItem]:
     tok, frame, prev = cur.token, cur.frame, cur.prev
     if tok is not None and tok.kind == "string":
         if prev is not None and prev.text == "import" and frame.kind == "top":
-            return _paths(cur.prefix[1:], folder, offset, lines)
+            return _paths(cur.prefix[1:], file, offset, lines)
         return []
     if tok is not None and tok.kind != "name":
         return []
@@ -228,10 +230,12 @@ def _experiments(
     ]
 
 
-def _paths(typed: str, folder: Path, offset: int, lines: Lines) -> list[types.CompletionItem]:
-    """Folders and `.seq` files for an import path typed so far, relative to the buffer."""
+def _paths(typed: str, file: Path, offset: int, lines: Lines) -> list[types.CompletionItem]:
+    """Folders and `.seq` files for an import path typed so far, relative to the buffer's file;
+    not that file itself (a file importing itself is an import cycle), by whatever path."""
     head, _, last = typed.rpartition("/")
-    base = folder / head if head else folder
+    base = file.parent / head if head else file.parent
+    itself = resolved(file)
     rng = types.Range(start=lines.at_offset(offset - len(last)), end=lines.at_offset(offset))
     items = []
     try:
@@ -246,6 +250,8 @@ def _paths(typed: str, folder: Path, offset: int, lines: Lines) -> list[types.Co
         except OSError:
             continue
         if not is_dir and not entry.name.endswith(".seq"):
+            continue
+        if not is_dir and itself is not None and resolved(Path(entry.path)) == itself:
             continue
         name = entry.name + ("/" if is_dir else "")
         items.append(

@@ -29,14 +29,16 @@ from seqc.lsp.documents import (
     uri_of,
 )
 from seqc.spec.errors import CheckError, SeqcError, clip, too_deep
+from seqc.spec.files import peek_spec
+from seqc.spec.printable import printable
 
 SOURCE = "seqc"
 
 
 def message(e: SeqcError) -> str:
     """The error as `seqc check` words it, without the location and the caret excerpt (the
-    editor shows the place itself)."""
-    return "\n".join([f"{e.phase} error: {clip(e.message)}", *e.detail_lines()])
+    editor shows the place itself); `printable`, as the CLI prints it."""
+    return "\n".join([f"{e.phase} error: {e.text()}", *e.detail_lines()])
 
 
 @dataclass
@@ -133,7 +135,7 @@ def _place(
         related.append(
             types.DiagnosticRelatedInformation(
                 location=types.Location(uri=note_uri, range=note_lines.span_range(note.span)),
-                message=note.message,
+                message=printable(clip(note.message), lines=True),
             )
         )
     diag = types.Diagnostic(
@@ -153,13 +155,13 @@ def _place(
             outcome.diagnostics[uri].append(
                 types.Diagnostic(
                     range=types.Range(start=lines.at_offset(via[0]), end=lines.at_offset(via[1])),
-                    message=f"an imported file has an error: {e.span}: {clip(e.message)}",
+                    message=f"an imported file has an error: {printable(str(e.span))}: {e.text()}",
                     severity=types.DiagnosticSeverity.Error,
                     code=e.code,
                     source=SOURCE,
                     related_information=[
                         types.DiagnosticRelatedInformation(
-                            location=types.Location(uri=target, range=rng), message=e.message
+                            location=types.Location(uri=target, range=rng), message=e.text()
                         )
                     ],
                 )
@@ -193,11 +195,8 @@ def _import_leading_to(
                 continue
             seen.add(p)
             body = texts.get(p)
-            if body is None:
-                try:
-                    body = p.read_text(encoding="utf-8") if p.suffix == ".seq" else ""
-                except (OSError, UnicodeDecodeError):
-                    body = ""
+            if body is None:  # bounded: a pipe or a device is never read
+                body = (peek_spec(p) or "") if p.suffix == ".seq" else ""
             for n in _IMPORT.finditer(body):
                 q = resolved(p.parent / n.group(1))
                 if q is not None:
@@ -278,7 +277,7 @@ def quick_fixes(uri: str, text: str, params: types.CodeActionParams, encoding: s
         rng = types.Range(start=lines.at_offset(best[1]), end=lines.at_offset(best[2]))
         actions.append(
             types.CodeAction(
-                title=f"Change to `{suggestion}`",
+                title=f"Change to `{printable(suggestion)}`",
                 kind=types.CodeActionKind.QuickFix,
                 diagnostics=[diag],
                 is_preferred=True,

@@ -16,6 +16,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import Workspace
 
 from seqc.spec import ir
+from seqc.spec.files import peek_spec
 
 SUFFIX = ".seq"
 
@@ -77,10 +78,7 @@ def text_of(uri: str, workspace: Workspace) -> str:
     path = path_of(uri)
     if path is None:
         return ""
-    try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
+    return peek_spec(path) or ""  # bounded: a pipe or a device is never read
 
 
 class Lines:

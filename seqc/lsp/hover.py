@@ -19,6 +19,7 @@ from seqc.resolve.values import show_value
 from seqc.spec import ir
 from seqc.spec.errors import SeqcError
 from seqc.spec.kinds import KindSpec, ParamSpec
+from seqc.spec.printable import printable
 from seqc.spec.printer import _param as param_text
 from seqc.spec.types import Type
 
@@ -196,7 +197,9 @@ def resolved(program: Program | None, name: str, analysis: Analysis) -> object |
 
 
 def _clip(text: str, width: int = 200) -> str:
-    return text if len(text) <= width else text[:width] + "..."
+    """A value quoted in a hover, cut to `width` and `printable` (a spec's string may hold an
+    escape sequence or a bidi override)."""
+    return printable(text if len(text) <= width else text[:width] + "...")
 
 
 # ------------------------------------------------------------------------------------ markdown
@@ -217,7 +220,7 @@ def kind_md(spec: KindSpec) -> str:
 
 
 def _cell(text: str) -> str:
-    return _clip(text, 120).replace("|", "\\|").replace("\n", " ")
+    return _clip(text.replace("\n", " "), 120).replace("|", "\\|")
 
 
 def param_md(p: ParamSpec, owner: str, block: bool = False) -> str:

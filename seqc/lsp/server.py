@@ -11,6 +11,11 @@ spec that uses it. Changes are debounced: a check runs `DEBOUNCE_S` after the la
 a burst, not once per keystroke, so a fast typist on a large program never queues checks behind
 each other; a request about any buffer (hover, completion, ...) first runs the checks still
 pending, so its answer sees the text the editor sent before it.
+
+The stream is read by `framing.Frames`, not pygls's reader: a frame whose `Content-Length` lies
+is dropped with a warning in the log and the frames after it are read as sent (pygls would
+never read another). `exit` ends the process with the code the LSP asks for: 0 after
+`shutdown`, 1 without it (also when the stream ends without one).
 """
 
 from __future__ import annotations
@@ -18,17 +23,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
+import os
+import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 
-from seqc.lsp import completion, diagnostics, formatting, hover, navigation
+from seqc.lsp import completion, diagnostics, formatting, framing, hover, navigation
 from seqc.lsp.documents import Analysis, Lines, resolved
+from seqc.spec.printable import printable
 
 NAME = "seqc"
 DEBOUNCE_S = 0.2
@@ -53,14 +65,100 @@ class SeqcServer(LanguageServer):
         self.publisher = diagnostics.Publisher()
         self.pending: dict[str, asyncio.TimerHandle] = {}
         """Buffers changed since their last check, with the timer that will check them."""
+        self.shut_down = False
+        """Whether the client sent `shutdown` (then `exit`, or the end of the stream, is 0)."""
+        self.exit_code = 0
 
     def log_error(self, what: str, detail: str) -> None:
-        """Tell the client's log what failed; never raise (the client may be gone)."""
+        """Tell the client's log what failed; never raise (the client may be gone). Both may
+        quote a spec (a URI, an exception's message): `printable`, as everything shown."""
+        what, detail = printable(what, lines=True), printable(detail, lines=True)
         log.error("%s\n%s", what, detail)
+        self._log_message(types.MessageType.Error, f"{what}\n{detail}")
+
+    def log_warning(self, what: str) -> None:
+        """Tell the client's log (and stderr) of something the server recovered from."""
+        what = printable(what, lines=True)
+        log.warning("%s", what)
+        self._log_message(types.MessageType.Warning, what)
+
+    def _log_message(self, kind: types.MessageType, text: str) -> None:
         with contextlib.suppress(Exception):  # the log is best effort
-            self.window_log_message(
-                types.LogMessageParams(type=types.MessageType.Error, message=f"{what}\n{detail}")
-            )
+            self.window_log_message(types.LogMessageParams(type=kind, message=text))
+
+    # ---------------------------------------------------------------- the stream
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio until `exit` or the end of input; `exit_code` says how it ended."""
+        self._stop_event = threading.Event()  # pygls's: its `shutdown()` sets it
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            self.exit_code = asyncio.run(self._serve((stdin or sys.stdin.buffer).fileno()))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost")
+            self.exit_code = 1
+        finally:
+            self.shutdown()
+
+    async def _serve(self, fd: int) -> int:
+        """Read the stream (on a thread: a read of a pipe blocks) into `framing.Frames` and
+        handle each message as pygls's own loop would."""
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[bytes] = asyncio.Queue()
+
+        def pump() -> None:
+            while True:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    data = b""
+                try:
+                    loop.call_soon_threadsafe(chunks.put_nowait, data)
+                except RuntimeError:  # the loop is closed: the server has exited
+                    return
+                if not data:  # the end of the stream, told to the loop
+                    return
+
+        # a daemon: it may be blocked in a read when `exit` comes, and must not hold the exit
+        threading.Thread(target=pump, name="seqc-lsp-stdin", daemon=True).start()
+        frames = framing.Frames(self._decode)
+        while self._stop_event is not None and not self._stop_event.is_set():
+            data = await chunks.get()
+            if not data:
+                break
+            for item in frames.feed(data):
+                code = self._take(item)
+                if code is not None:
+                    return code
+        left = frames.close()
+        if left is not None:
+            self._dropped(left)
+        return 0 if self.shut_down else 1
+
+    def _decode(self, body: bytes) -> Any:
+        return json.loads(body, object_hook=self.protocol.structure_message)
+
+    def _take(self, item: Any) -> int | None:
+        """Handle one item of the stream; the exit code once `exit` is handled."""
+        if isinstance(item, framing.Dropped):
+            self._dropped(item)
+            return None
+        if isinstance(item, framing.Unreadable):  # JSON, not a message: as pygls reports it
+            self.report_server_error(item.error, JsonRpcException)
+            return None
+        try:
+            self.protocol.handle_message(item)
+        except SystemExit as e:  # pygls's `exit` handler: 0 after `shutdown`, else 1
+            return e.code if isinstance(e.code, int) else 1
+        except Exception as e:
+            log.exception("cannot handle a message")
+            self.report_server_error(e, JsonRpcException)
+        return None
+
+    def _dropped(self, item: framing.Dropped) -> None:
+        self.log_warning(
+            f"dropped {item.size:,} bytes of input that were not a valid frame "
+            f"({item.reason}); reading goes on at the next frame"
+        )
 
     # ---------------------------------------------------------------- buffers
     def text(self, uri: str) -> str:
@@ -164,6 +262,11 @@ def _guarded(what: str, request: bool = True) -> Callable[[F], F]:
 server = SeqcServer()
 
 
+@server.feature(types.SHUTDOWN)
+def on_shutdown(ls: SeqcServer, params: None) -> None:
+    ls.shut_down = True
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 @_guarded("didOpen/didSave", request=False)
@@ -207,7 +310,7 @@ def on_completion(ls: SeqcServer, params: types.CompletionParams) -> types.Compl
     uri = params.text_document.uri
     text, offset = _offset(ls, uri, params.position)
     return completion.complete(
-        text, offset, ls.folder(uri), ls.analysis(uri), ls.workspace.position_encoding
+        text, offset, diagnostics.root_path(uri), ls.analysis(uri), ls.workspace.position_encoding
     )
 
 
@@ -246,6 +349,9 @@ def on_code_action(ls: SeqcServer, params: types.CodeActionParams) -> list:
 
 
 def serve() -> None:
-    """Serve LSP over stdin and stdout until the client says exit."""
+    """Serve LSP over stdin and stdout until the client says exit; end the process with the
+    code the LSP asks for (1 for an `exit` without `shutdown`)."""
     logging.basicConfig(level=logging.WARNING, format="seqc lsp: %(levelname)s %(message)s")
     server.start_io()
+    if server.exit_code:
+        sys.exit(server.exit_code)

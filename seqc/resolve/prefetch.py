@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from seqc.spec import parse_cache
+from seqc.spec.files import peek_spec
 
 ENV = "SEQC_PARALLEL_PARSE"
 """`0` (or `off`, `false`, `no`) disables the helper."""
@@ -108,9 +109,8 @@ def start(candidates: Sequence[Path], parse: Callable[[Path], object]) -> Helper
         return None
     sizes: list[tuple[Path, int]] = []
     for path in candidates:
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except (OSError, ValueError):
+        text = peek_spec(path)  # bounded: a pipe or a device is never read
+        if text is None:
             continue  # the loader reports it when it gets there
         if not parse_cache.holds(text, str(path)):
             sizes.append((path, len(text)))

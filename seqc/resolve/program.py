@@ -241,7 +241,9 @@ def _visit_imports(
                 hint="import the shared files from the root spec instead of through each other",
             )
         text = overlay.get(target)
-        if text is None and not target.is_file():
+        # `exists`, not `is_file`: a folder, a pipe or a device named `x.seq` is refused by the
+        # read itself (`files.read_spec`), at this import, with what it is
+        if text is None and not target.exists():
             siblings = (
                 [p.name for p in target.parent.glob("*.seq")] if target.parent.is_dir() else []
             )

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from seqc.spec.cache_paths import text_digest
 from seqc.spec.ir import Span
+from seqc.spec.printable import printable as printable  # re-exported: errors render with it
 
 _SOURCES: dict[str, list[str]] = {}
 """Lines of every file read in this process, so any later pass can render a caret excerpt."""
@@ -92,28 +93,38 @@ class SeqcError(Exception):
         return self.path or "<seqc>"
 
     def render(self) -> str:
-        """Plain-text rendering: location, message, caret excerpt, expected/found, hints."""
-        out = [f"{self.location}: {self.phase} error [{self.code}]: {clip(self.message)}"]
+        """Plain-text rendering: location, message, caret excerpt, expected/found, hints. Every
+        field passes through `printable`: nothing a spec or a file name holds drives a
+        terminal."""
+        out = [f"{printable(self.location)}: {self.phase} error [{self.code}]: {self.text()}"]
         if self.span is not None:
             out.extend(_excerpt(self.span))
         out.extend(self.detail_lines("  "))
         for note in self.notes:
-            out.append(f"{note.span}: note: {clip(note.message)}")
+            out.append(
+                f"{printable(str(note.span))}: note: {printable(clip(note.message), lines=True)}"
+            )
             out.extend(_excerpt(note.span))
         return "\n".join(out)
 
+    def text(self) -> str:
+        """The message, clipped to `TEXT_WIDTH` and made `printable` (its own lines kept)."""
+        return printable(clip(self.message), lines=True)
+
     def detail_lines(self, indent: str = "") -> list[str]:
-        """The expected, found, did-you-mean and hint lines, each clipped to `TEXT_WIDTH`: what
-        the CLI prints under the excerpt and an editor shows under the message."""
+        """The expected, found, did-you-mean and hint lines, each clipped to `TEXT_WIDTH` and
+        made `printable`: what the CLI prints under the excerpt and an editor shows under the
+        message. `found` and the suggestion quote the spec, so their newlines are escaped too:
+        a value cannot forge a line of its own."""
         out = []
         if self.expected is not None:
-            out.append(f"{indent}expected: {clip(self.expected)}")
+            out.append(f"{indent}expected: {printable(clip(self.expected), lines=True)}")
         if self.found is not None:
-            out.append(f"{indent}found:    {clip(self.found)}")
+            out.append(f"{indent}found:    {printable(clip(self.found))}")
         if self.suggestion is not None:
-            out.append(f"{indent}did you mean `{clip(self.suggestion)}`?")
+            out.append(f"{indent}did you mean `{printable(clip(self.suggestion))}`?")
         if self.hint is not None:
-            out.append(f"{indent}hint: {clip(self.hint)}")
+            out.append(f"{indent}hint: {printable(clip(self.hint), lines=True)}")
         return out
 
 
@@ -143,17 +154,11 @@ def shows_source(file: str) -> bool:
     return file.endswith(".seq") or (file.startswith("<") and file.endswith(">"))
 
 
-def _printable(text: str) -> str:
-    """Control characters (an escape sequence in a string or comment) as `?`: one column each,
-    so the caret still lines up, and nothing in a spec can drive the terminal."""
-    return "".join("?" if (ord(c) < 32 or 127 <= ord(c) < 160) else c for c in text)
-
-
 def _excerpt(span: Span) -> list[str]:
     line = source_line(span.file, span.line) if shows_source(span.file) else None
     if line is None:
         return []
-    line = _printable(line.expandtabs(1))
+    line = line.expandtabs(1)
     start = span.col - 1
     width = 1
     if span.end_line == span.line and span.end_col > span.col:
@@ -167,9 +172,13 @@ def _excerpt(span: Span) -> list[str]:
         line = head + line[left:right] + tail
         width = max(1, min(width, right - start))
         start = start - left + len(head)
+    # Escapes widen the line: the caret moves by what they add before it and under it.
+    marked = line[start : start + width]
+    width = len(printable(marked)) + max(0, width - len(marked))
+    start = len(printable(line[:start])) + max(0, start - len(line))
     gutter = f"{span.line:>5} | "
     caret = " " * (len(gutter) - 2) + "| " + " " * start + "^" * width
-    return [gutter + line, caret]
+    return [gutter + printable(line), caret]
 
 
 class ParseError(SeqcError):

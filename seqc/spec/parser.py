@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seqc.spec import ir, parse_cache
-from seqc.spec.errors import FileError, ParseError, did_you_mean, remember_source, shows_source
+from seqc.spec.errors import ParseError, did_you_mean, remember_source, shows_source
+from seqc.spec.files import read_spec
 from seqc.spec.ir import trusted, trusted_copy, trusted_span
 
 if TYPE_CHECKING:  # lark is imported on the first parse: a parse-cache hit never needs it
@@ -214,20 +215,10 @@ def _parse(text: str, filename: str, start: str) -> Any:
 
 
 def parse_file(path: str | Path) -> ir.SpecFile:
-    """Read and parse one file; a missing or unreadable file is a `FileError`, not an OSError."""
+    """Read (`files.read_spec`: a regular file of bounded size, else a `FileError`) and parse
+    one file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors) is skipped
-    except FileNotFoundError:
-        raise FileError(f"no such file: {p}", path=str(p), code="file-not-found") from None
-    except IsADirectoryError:
-        raise FileError(
-            f"{p} is a directory, not a .seq file", path=str(p), code="is-dir"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise _not_utf8(p, e) from None
-    except OSError as e:
-        raise FileError(f"cannot read {p}: {e.strerror}", path=str(p), code="unreadable") from None
+    text = read_spec(p)
     filename = str(p)
     cached = parse_cache.load(text, filename)
     if cached is not None:
@@ -236,20 +227,6 @@ def parse_file(path: str | Path) -> ir.SpecFile:
     spec = parse_text(text, filename)  # a file that does not parse raises here: never cached
     parse_cache.store(text, filename, spec)
     return spec
-
-
-def _not_utf8(p: Path, e: UnicodeDecodeError) -> FileError:
-    """A file that is not UTF-8, located at its first bad byte so an editor can underline it."""
-    data, start = e.object, e.start
-    line = data.count(b"\n", 0, start) + 1
-    col = len(data[data.rfind(b"\n", 0, start) + 1 : start].decode("utf-8", "replace")) + 1
-    return FileError(
-        f"{p} is not UTF-8 text (byte {start})",
-        span=ir.Span(file=str(p), line=line, col=col, end_line=line, end_col=col + 1),
-        path=str(p),
-        code="not-utf8",
-        hint="save the file as UTF-8",
-    )
 
 
 @contextlib.contextmanager
