@@ -164,6 +164,23 @@ def test_the_examples_check_from_the_repository(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_a_run_directory_freezes_the_texts_that_were_parsed(tmp_path: Path) -> None:
+    """An import edited just after `seqc train` parsed it reached RUN/spec/ (the files were
+    copied from disk at the run's start), while the run trained the old text."""
+    from seqc.run.rundir import copy_spec_tree
+
+    spec = sibling_layout(tmp_path / "project")
+    (tmp_path / "project" / "seqc.toml").write_text("")
+    program = load_program(spec)
+    originals = {Path(f.path).resolve(): Path(f.path).read_text() for f in program.files}
+    for path in originals:  # edited on disk after the parse
+        path.write_text(path.read_text() + "\n# edited after the run parsed me\n")
+    frozen = copy_spec_tree(program, tmp_path / "run" / "spec")
+    copies = sorted((tmp_path / "run" / "spec").rglob("*.seq"))
+    assert len(copies) == len(originals) >= 2 and frozen in copies
+    assert sorted(c.read_text() for c in copies) == sorted(originals.values())
+
+
 def test_a_run_directory_copy_resolves_its_imports_inside_itself(tmp_path: Path) -> None:
     from seqc.run.rundir import copy_spec_tree
 

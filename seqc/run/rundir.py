@@ -38,7 +38,7 @@ from seqc.resolve.program import Program
 from seqc.resolve.values import to_json
 from seqc.run.lock import RunLock, unwritable
 from seqc.run.resume import check_resume
-from seqc.spec.errors import FileError
+from seqc.spec.errors import FileError, source_text
 
 PACKAGES = (
     "seqc",
@@ -111,14 +111,23 @@ def spec_tree(program: Program) -> tuple[Path, dict[Path, Path]]:
 
 
 def copy_spec_tree(program: Program, dest: Path, origin: bool = True) -> Path:
-    """Copy the spec and its imports into `dest` with their relative layout (`../common/x.seq`
-    still resolves) and return the root spec's path inside `dest`. With `origin`, mark the copy
-    with the folder it came from, where the spec's relative data paths still resolve."""
+    """Copy the spec and its imports, as they were parsed, into `dest` with their relative
+    layout (`../common/x.seq` still resolves) and return the root spec's path inside `dest`.
+    With `origin`, mark the copy with the folder it came from, where the spec's relative data
+    paths still resolve."""
     root, files = spec_tree(program)
+    parsed = {Path(f.path).resolve(): source_text(f.path) for f in program.files}
     dest.mkdir(parents=True, exist_ok=True)
     for src, rel in files.items():
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
+        text = parsed.get(src)
+        if text is None:  # not read by this process's parser (none such today)
+            shutil.copy2(src, dest / rel)
+            continue
+        # the text that was parsed, not the file as it is now: an edit made since must not
+        # reach the copy that says what ran
+        with open(dest / rel, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
     if origin:  # also marks the top of the tree: imports resolve inside it (resolve/program.py)
         (dest / ORIGIN).write_text(str(root) + "\n", encoding="utf-8")
     else:

@@ -19,6 +19,9 @@ from seqc.spec.printable import printable as printable  # re-exported: errors re
 _SOURCES: dict[str, list[str]] = {}
 """Lines of every file read in this process, so any later pass can render a caret excerpt."""
 
+_TEXTS: dict[str, str] = {}
+"""The text of every file read in this process, as read: what a run freezes (`source_text`)."""
+
 _DIGESTS: dict[str, str] = {}
 """The digest of each file's text as it was read, so a verdict about a program names the texts
 that were checked, even if a file changes on disk while the check runs."""
@@ -28,7 +31,14 @@ def remember_source(path: str, text: str) -> None:
     # lines as the parser counts them: at "\n" only (`splitlines` also breaks at U+2028, U+0085
     # and form feeds, which would shift every excerpt after one)
     _SOURCES[path] = [line.removesuffix("\r") for line in text.split("\n")]
+    _TEXTS[path] = text
     _DIGESTS[path] = text_digest(text)
+
+
+def source_text(path: str) -> str | None:
+    """The text last read from `path` in this process: what was parsed, whatever the file on
+    disk holds by now (an edit made while a run starts must not reach its frozen spec)."""
+    return _TEXTS.get(path)
 
 
 def source_digest(path: str) -> str | None:
