@@ -71,6 +71,8 @@ def test_train_prints_a_transcribed_sample(trained) -> None:
     sample = next(line for line in output.splitlines() if line.startswith("sample: "))
     first = json.loads((data / "dev.jsonl").read_text().splitlines()[0])["text"]
     assert sample.endswith(f"(reference: {first})")
+    # a CTC model's figure is its criterion's loss: exp of it is no perplexity (1e21 here)
+    assert "dev loss before training: " in output and "perplexity" not in output
 
 
 def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path: Path) -> None:
@@ -94,8 +96,10 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     assert (run / "export" / "onnx-none" / "encoder.onnx").exists()
     assert not (run / "export" / "onnx-none" / "step.onnx").exists()
     kept = "tflite-int8-float-frontend-norm_in"
-    for name in ("onnx-dynamic", "onnx-int8", "tflite-dynamic", kept):
-        assert {"wer", "cer"} <= set(_manifest(run, name)["quality"]), name
+    artifacts = ("onnx-none", "tflite-none", "onnx-dynamic", "onnx-int8", "tflite-dynamic", kept)
+    for name in artifacts:  # a CTC model's quality: its loss, WER and CER; no perplexity
+        assert set(_manifest(run, name)["quality"]) == {"loss", "wer", "cer"}, name
+        assert _manifest(run, name)["audio"]["min_samples"] == 1360, name  # 85 ms
     assert _manifest(run, kept)["keep_float"] == ["frontend", "norm_in"]
     model = (run / "export" / kept / "model.tflite").read_bytes()
     floats = float_compute(model, values_only=True)  # the front end and its norm, nothing else
@@ -138,3 +142,17 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     assert "44100 Hz" in result.output and "sox -D" in result.output
     result = runner.invoke(app, ["decode", "--artifact", onnx])  # no wav to hear
     assert result.exit_code == 2 and "--input" in result.output
+
+    # a clip shorter than the front end's 85 ms: the same data error on the checkpoint and on
+    # every artifact (each runtime failed its own way, exit 3; the checkpoint said nothing)
+    short, just = tmp_path / "short.wav", tmp_path / "just.wav"
+    write_wav(short, read_wav(wav)[:1000])
+    write_wav(just, read_wav(wav)[:1360])
+    checkpoint = [*base, "--run-dir", str(run)]
+    for args in [checkpoint, *(["--artifact", str(run / "export" / a)] for a in artifacts)]:
+        result = runner.invoke(app, ["decode", *args, "--input", str(short)])
+        assert result.exit_code == 2 and "audio-too-short" in result.output, args
+        assert "1,000 samples" in result.output and "1,360 samples (85 ms)" in result.output
+    want = _transcript([*checkpoint, "--input", str(just)])
+    for name in ("onnx-none", "tflite-none"):
+        assert _transcript(["--artifact", str(run / "export" / name), "--input", str(just)]) == want

@@ -22,7 +22,9 @@ def test_the_score_is_bleu_else_wer_else_perplexity() -> None:
     assert score_of({"perplexity": 9.0, "bleu": 20.0}) == ("bleu", 20.0)
     assert score_of({"perplexity": 9.0, "wer": 12.0}) == ("wer", -12.0)
     assert score_of({"perplexity": 9.0}) == ("perplexity", -9.0)
-    assert score_of({"loss": 1.0}) is None
+    assert score_of({"perplexity": 9.0, "loss": 2.2}) == ("perplexity", -9.0)
+    assert score_of({"loss": 1.0}) == ("loss", -1.0)  # a CTC model's, without WER
+    assert score_of({"tokens": 8}) is None
 
 
 def test_patience_counts_evaluations_without_improvement() -> None:

@@ -11,6 +11,13 @@ command, rather than a silent conversion whose quality nobody chose.
 is built); `read_wav` reads the samples as int16 (half the memory of float32, and what batches
 are made from); `load_wav` gives float32 in [-1, 1) for a single file, as `seqc decode --input
 utt.wav` needs.
+
+What an utterance must be, beyond its format: at least as long as the model's shortest input
+(`seqc.compiler.min_length.min_audio_samples`: below it the front end and the subsampling leave
+no frame, and every runtime fails on it differently, or answers nothing). `too_short` is that
+one rule's error, for a manifest's line (`InputPipeline.require_samples`) and for a clip given to
+`seqc decode` (`load_wav`, `Transcriber`) alike: a data error (exit 2) that says how long the
+audio is, how long it must be, and how to fix it.
 """
 
 from __future__ import annotations
@@ -167,15 +174,67 @@ def read_wav(
     return samples.astype(np.int16, copy=False)
 
 
+def milliseconds(samples: int, sample_rate: int) -> str:
+    """A count of samples as a user reads a clip's length: `85 ms`, `62.5 ms`."""
+    return f"{1000.0 * samples / sample_rate:g} ms"
+
+
+def too_short(
+    wav: str | Path,
+    frames: int,
+    min_samples: int,
+    sample_rate: int,
+    location: str | None = None,
+    *,
+    others: tuple[str, ...] = (),
+) -> DataError:
+    """The error for audio shorter than the model's shortest input: `frames` samples where it
+    needs `min_samples` (at `location`, a manifest's `file:line`, if there is one); `others`:
+    where else the same manifest has one (all are listed, so one edit fixes them all)."""
+    need = f"{min_samples:,} samples ({milliseconds(min_samples, sample_rate)})"
+    found = f"{frames:,} samples ({milliseconds(frames, sample_rate)})"
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        found += f"; {len(others)} more too short: {shown}"
+    if location is not None:
+        hint = (
+            "remove the line(s) from the manifest, or re-create the wav if it was cut short: "
+            "an utterance this short has no frame to carry its transcript"
+        )
+    else:
+        hint = (
+            f"record a longer clip, or pad this one with silence "
+            f"(`sox in.wav out.wav pad 0 {min_samples / sample_rate:g}`)"
+        )
+    return _problem(
+        f"is {frames:,} samples long, shorter than the model's shortest input, {need}",
+        "audio-too-short",
+        Path(wav),
+        location,
+        expected=f"at least {need}: less leaves no frame after the model's front end",
+        found=found,
+        hint=hint,
+    )
+
+
+def check_length(clip: AudioClip, min_samples: int, location: str | None = None) -> AudioClip:
+    """`clip` when it holds at least `min_samples` samples; else `too_short`'s error."""
+    if clip.frames < min_samples:
+        raise too_short(clip.path, clip.frames, min_samples, clip.sample_rate, location)
+    return clip
+
+
 def to_float(samples: np.ndarray) -> np.ndarray:
     """int16 samples as float32 in [-1, 1)."""
     return samples.astype(np.float32) / np.float32(INT16_SCALE)
 
 
-def load_wav(path: str | Path, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+def load_wav(path: str | Path, sample_rate: int = SAMPLE_RATE, min_samples: int = 0) -> np.ndarray:
     """One wav file as float32 [frames] in [-1, 1): what a model's audio input takes (`seqc
     decode --input utt.wav`). A DataError naming the file and the sox command for a wrong rate,
-    channel count or sample width."""
+    channel count or sample width, and `too_short`'s for fewer than `min_samples` samples (the
+    model's shortest input), checked from the header before the samples are read."""
+    check_length(wav_info(path, sample_rate), min_samples)
     return to_float(read_wav(path, sample_rate))
 
 

@@ -29,6 +29,11 @@ Choices worth knowing:
   not held in memory: a few milliseconds a batch, flat memory whatever the corpus size (8,000
   utterances are ~0.5 GB as int16, 1 GB as float32), no start-up cost, and the OS page cache
   keeps a corpus that fits in RAM there after the first epoch anyway.
+- Speech: an utterance shorter than the model's shortest input (`require_samples`, called once
+  the model is compiled) is an error at its manifest line, listing every other one, in any
+  split. Not a counted drop as `max_length`'s: such a clip (an empty or cut-short wav, in
+  practice) has no frame to carry its transcript, dev and test must score every utterance, and
+  a user who chose the corpus should decide what to do with it, not learn of it from a count.
 - `max_length` drops long *training* examples. Dev and test keep every example: those longer
   than the largest bucket go into one extra, larger bucket, so evaluation covers the whole split.
 - Train batches are shuffled (seeded by the block's `seed` and the epoch) and repeat forever;
@@ -46,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from seqc.data.audio import read_wav, to_float
+from seqc.data.audio import read_wav, to_float, too_short
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import (
     DEFAULT_BATCH_SIZE,
@@ -352,6 +357,36 @@ class InputPipeline:
                 f"{s.batcher.steps_per_epoch} batches/epoch; {s.drops}"
             )
         return "\n".join(lines)
+
+    def require_samples(self, min_samples: int) -> None:
+        """Every utterance of every split holds at least `min_samples` samples: the model's
+        shortest input (`seqc.compiler.min_length.min_audio_samples`), the rule `seqc decode`
+        applies to a clip too. Else `too_short`'s error at the first short utterance's manifest
+        line, naming its wav and listing every other short one. Text inputs have nothing to
+        check. Cheap: the lengths come from the headers read with the manifest."""
+        if self.sample_rate is None:
+            return
+        short = [
+            e
+            for s in self.splits.values()
+            for e in s.examples
+            if e.audio is not None and e.audio.frames < min_samples
+        ]
+        if short:
+            first = short[0]
+            assert first.audio is not None
+            raise too_short(
+                first.audio.path,
+                first.audio.frames,
+                min_samples,
+                self.sample_rate,
+                first.location,
+                others=tuple(
+                    f"{e.location} ({e.source}, {e.audio.frames:,} samples)"
+                    for e in short[1:]
+                    if e.audio is not None
+                ),
+            )
 
     # ------------------------------------------------------------------------ building
 

@@ -158,7 +158,8 @@ def train_cmd(
     ] = None,
     process_id: Annotated[int | None, typer.Option(help="This process's rank.")] = None,
 ) -> None:
-    """Train an experiment; prints dev perplexity before and after, and a decoded sample.
+    """Train an experiment; prints dev perplexity (a CTC model's: loss) before and after, and
+    a decoded sample.
 
     A run of several processes (`seqc launch`, or one `seqc train` per process with
     --coordinator, --num-processes, --process-id, or a cluster's environment) trains one model:
@@ -226,14 +227,15 @@ def train_cmd(
             soft_wrap=True,
         )
         raise typer.Exit(stop.exit_code) from None
+    later = f"after {result.steps} steps"
     for task, before in (result.tasks_before or {}).items():
-        shout(f"{task}: dev perplexity before training: {before['perplexity']:.2f}")
+        shout(f"{task}: {_headline(before, 'before training')}")
     for task, after in (result.tasks_after or {}).items():
-        shout(f"{task}: dev perplexity after {result.steps} steps: {after['perplexity']:.2f}")
+        shout(f"{task}: {_headline(after, later)}")
     if result.dev_before:
-        shout(f"dev perplexity before training: {result.dev_before['perplexity']:.2f}")
+        shout(_headline(result.dev_before, "before training"))
     if result.dev_after:
-        shout(f"dev perplexity after {result.steps} steps: {result.dev_after['perplexity']:.2f}")
+        shout(_headline(result.dev_after, later))
         if "raw_perplexity" in result.dev_after:  # NCE, SNIS B: scored without the softmax
             after = result.dev_after
             shout(
@@ -249,6 +251,15 @@ def train_cmd(
             head = f"{one.task} " if len(tasks) > 1 else ""
             shout(f"{head}sample: {sample_text(gen, prompt or None)}")
     shout(f"run directory: {run_dir}")
+
+
+def _headline(dev: dict[str, Any], when: str) -> str:
+    """`dev perplexity before training: 71.82`, or a CTC model's `dev loss after 4 steps:
+    41.20`: the figure `seqc.run.evaluate.headline` picks."""
+    from seqc.run.evaluate import headline
+
+    name, value = headline(dev)
+    return f"dev {name} {when}: {value:.2f}"
 
 
 def _experiment_backend(spec: Path, experiment: str, set_: list[str] | None) -> str:

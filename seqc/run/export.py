@@ -15,10 +15,10 @@ host from frame logits, so it has nothing to step: it is exported whole, as an e
   are exactly "blank with certainty" in both, `seqc.compiler.lower.ctc`).
 - figures: model size, latency (batch 1, 32 positions, median of repeated runs; a speech model:
   2 s of audio, and 32 decoded positions for an attention decoder), quality on dev (perplexity
-  from the same teacher-forced logits, by the task's own criterion graph; BLEU of greedy
-  translations for translation tasks; WER and CER of greedy transcripts for speech, each
-  utterance run alone and unpadded as a deployed model runs it) next to the trained model's,
-  and the parity error.
+  from the same teacher-forced logits, by the task's own criterion graph, or a CTC model's loss,
+  as `seqc.run.evaluate` chooses; BLEU of greedy translations for translation tasks; WER and
+  CER of greedy transcripts for speech, each utterance run alone and unpadded as a deployed
+  model runs it) next to the trained model's, and the parity error.
 - calibration (static int8 ONNX, full int8 TFLite) of a speech model's encoder runs dev
   utterances one at a time, unpadded: the padding of a batch puts -1e9 into attention scores
   and frame logits, which would set their int8 ranges.
@@ -48,12 +48,13 @@ from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs,
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.lower.ctc import FORCED
 from seqc.compiler.lower.sampled import variant
+from seqc.compiler.min_length import min_audio_samples
 from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
 from seqc.resolve.values import CallValue
 from seqc.run.artifact import model_bytes, sha256_of, write_manifest
 from seqc.run.decode import decoder_for
-from seqc.run.evaluate import summarize
+from seqc.run.evaluate import headline, summarize
 from seqc.run.rundir import copy_spec_tree
 from seqc.run.stepdecode import (
     StepDecoder,
@@ -284,18 +285,22 @@ def _utterances(session: Any, n: int) -> list[dict[str, np.ndarray]]:
 
 
 def _quality(ctx: Context, logits: list[np.ndarray]) -> dict[str, float]:
-    """Dev perplexity of these logits of the dev batches: the task's own evaluation criterion,
-    run on the reference backend (of a scoring context's raw scores: exp(s) as p)."""
+    """The dev figure of these logits of the dev batches that `seqc.run.evaluate` heads a
+    task's evaluation with (perplexity; a CTC model's: its criterion's loss), by the task's own
+    evaluation criterion run on the reference backend (of a scoring context's raw scores:
+    exp(s) as p)."""
     if ctx.scoring:
         return {"raw_perplexity": _raw_perplexity(ctx, logits)}
     compiled = ctx.session.compiled
-    sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0, "correct": 0.0}
+    sums = {"loss_sum": 0.0, "nll_sum": 0.0, "tokens": 0.0}
     for z, batch in zip(logits, ctx.batches, strict=True):
         inputs = compiled.criterion_inputs(np.asarray(z, np.float32), batch)
         out = named(ctx.reference.run(compiled.eval_criterion, {}, inputs))
+        sums["loss_sum"] += float(out["loss"]) * float(out["tokens"])
         sums["nll_sum"] += float(out["nll_sum"])
         sums["tokens"] += float(out["tokens"])
-    return {"perplexity": summarize(sums)["perplexity"]}
+    name, value = headline(summarize(sums, ctc=compiled.ctc))
+    return {name: value}
 
 
 def prepare(
@@ -584,13 +589,18 @@ def _package(
 
 def _audio_entry(ctx: Context) -> dict[str, Any] | None:
     """What a speech artifact's audio input takes (None for text models): `seqc decode
-    --artifact DIR --input utt.wav` reads wav files at this rate."""
+    --artifact DIR --input utt.wav` reads wav files at this rate, and refuses one shorter than
+    `min_samples` (the model's shortest input: its front end leaves no frame of less, and a
+    runtime fails on it) as the checkpoint does."""
     rate = ctx.session.pipeline.sample_rate
     if not ctx.speech or rate is None:
         return None
+    shortest = min_audio_samples(ctx.session.graph)
     return {
         "sample_rate": int(rate),
         "channels": 1,
+        "min_samples": shortest,
+        "min_ms": 1000.0 * shortest / int(rate),
         "inputs": {"audio": "float32 samples in [-1, 1)", "audio_mask": "true on real samples"},
     }
 

@@ -41,20 +41,25 @@ def from_session(session: Any, model: Any, params: Any) -> Generator:
     tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
     split = "dev" if "dev" in pipeline.splits else "train"
     if pipeline.task == "asr":
+        from seqc.compiler.min_length import min_audio_samples
         from seqc.run.transcribe import Transcriber
 
         first = pipeline.splits[split].examples[0]
         strategy = session.task_config.get("decode")
+        rate, shortest = pipeline.sample_rate, min_audio_samples(session.graph)
         if model.task.ctc:
             listen = Transcriber(
                 ttok,
                 strategy,
                 logits=lambda a: model.logits(params, a),
-                sample_rate=pipeline.sample_rate,
+                sample_rate=rate,
+                min_samples=shortest,
             )
         else:
             dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
-            listen = Transcriber(ttok, strategy, decoder=dec, sample_rate=pipeline.sample_rate)
+            listen = Transcriber(
+                ttok, strategy, decoder=dec, sample_rate=rate, min_samples=shortest
+            )
         audio = (Path(first.audio.path), first.target or "") if first.audio else None
         return Generator(None, tok, ttok, "asr", strategy, None, listen, audio)
     dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
@@ -99,15 +104,22 @@ def artifact_transcriber(artifact: Any, tok: Any) -> Generator:
     d = m.get("decode")
     strategy = CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else None
     fns, sig = step_functions(artifact), artifact.signature
-    rate = int((m.get("audio") or {}).get("sample_rate", 16000))
+    audio = m.get("audio") or {}
+    rate = int(audio.get("sample_rate", 16000))
+    # an artifact exported before the manifest recorded its shortest input checks nothing more
+    shortest = int(audio.get("min_samples", 1))
     if sig.encoder_only:
         listen = Transcriber(
-            tok, strategy, logits=lambda a: one_pass(fns, sig, a), sample_rate=rate
+            tok,
+            strategy,
+            logits=lambda a: one_pass(fns, sig, a),
+            sample_rate=rate,
+            min_samples=shortest,
         )
     else:
         special = m["special"]
         dec = StepDecoder(fns, sig, special["bos"], special["eos"], special["pad"])
-        listen = Transcriber(tok, strategy, decoder=dec, sample_rate=rate)
+        listen = Transcriber(tok, strategy, decoder=dec, sample_rate=rate, min_samples=shortest)
     return Generator(None, tok, tok, "asr", strategy, None, listen)
 
 

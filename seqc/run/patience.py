@@ -3,8 +3,9 @@
 Why: the recipe that trains best in a fixed budget is not the one that runs every step it was
 given; a small corpus overfits, and the steps after the best dev score only cost time. The score
 is the one the task is judged by: BLEU when the run measures it (`train.dev_translations`),
-else WER, else perplexity. A run of several tasks improves when any task does. The step of the
-best score is kept, so a user knows which checkpoint to average around or export.
+else WER, else perplexity (a CTC model's: its loss). A run of several tasks improves when any
+task does. The step of the best score is kept, so a user knows which checkpoint to average
+around or export.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # (figure, +1 when higher is better): the first a task's dev figures hold is its score
-SCORES = (("bleu", 1.0), ("wer", -1.0), ("perplexity", -1.0))
+SCORES = (("bleu", 1.0), ("wer", -1.0), ("perplexity", -1.0), ("loss", -1.0))
+"""A CTC model reports no perplexity (`seqc.run.evaluate`): without WER, its loss."""
 
 
 def score_of(dev: dict[str, Any]) -> tuple[str, float] | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from seqc.compiler.compile import CompiledTask, compile_task, data_symbols
 from seqc.compiler.graph import Graph
+from seqc.compiler.min_length import min_audio_samples
 from seqc.compiler.multitask import MultiTask, compile_tasks
 from seqc.data.pipeline import InputPipeline
 from seqc.data.tokenizers import same_tokenizer
@@ -200,6 +201,8 @@ def _check_task(
         )
     _check_positions(resolved.models[task], pipeline)
     _check_vocabularies(resolved, task, pipeline)
+    # speech: every utterance at least the model's shortest input, where data and model meet
+    pipeline.require_samples(min_audio_samples(compiled.graph))
 
 
 def check_shared_tokenizers(

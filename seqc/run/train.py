@@ -39,7 +39,7 @@ from seqc.backends import registry
 from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, fetch
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
-from seqc.run.evaluate import evaluate
+from seqc.run.evaluate import evaluate, headline
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.mix import Mix
 from seqc.run.patience import Patience
@@ -301,7 +301,7 @@ class _Loop:
                     shown = ", ".join(
                         (f"{t} " if self.steps.several else "") + _shown(d) for t, d in dev.items()
                     )
-                    self.console.print(f"step {done}: dev perplexity {shown}")
+                    self.console.print(f"step {done}: dev {shown}")
                     stale = self.patience.update(done, dev)
                 if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total or stale:
                     self.save(done, state)
@@ -438,8 +438,10 @@ def _minutes_before(metrics: Path, step: int) -> float:
 
 
 def _shown(dev: dict[str, Any]) -> str:
-    """One task's dev figures as the step line prints them."""
-    text = f"{dev['perplexity']:.2f}"
+    """One task's dev figures as the step line prints them: the headline figure (perplexity,
+    or a CTC model's loss; `seqc.run.evaluate.headline`), then WER or BLEU if measured."""
+    name, value = headline(dev)
+    text = f"{name} {value:.2f}"
     if "wer" in dev:
         text += f" (wer {dev['wer']:.2f}, cer {dev['cer']:.2f})"
     if "bleu" in dev:

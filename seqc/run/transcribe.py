@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from seqc.compiler.lower.ctc import BLANK, FORCED
-from seqc.data.audio import SAMPLE_RATE, load_wav
+from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
 from seqc.resolve.values import CallValue
 from seqc.run.ctc_decode import ctc_decode_batch
 from seqc.run.wer import error_rates
@@ -101,8 +101,15 @@ class Transcriber:
     decoder: Any = None
     """A `Generator` (`Decoder`, `StepDecoder`) for a model with an attention decoder."""
     sample_rate: int = SAMPLE_RATE
+    min_samples: int = 1
+    """The model's shortest input (`seqc.compiler.min_length`; an artifact's manifest records
+    it): a shorter clip is `too_short`'s data error, the same on a checkpoint and on every
+    artifact, where each runtime would otherwise fail in its own way or answer nothing."""
 
     def __call__(self, samples: np.ndarray) -> str:
+        n = int(np.asarray(samples).size)
+        if n < self.min_samples:
+            raise too_short("the audio", n, self.min_samples, self.sample_rate)
         arrays = audio_arrays(samples)
         if self.logits is not None:
             kind, width = ctc_strategy(self.strategy)
@@ -114,9 +121,10 @@ class Transcriber:
         )
 
     def wav(self, path: Path) -> str:
-        """The transcript of a wav file; a wav at another rate, stereo or missing is the audio
-        reader's `DataError` (it names the file and the sox command that fixes it)."""
-        return self(load_wav(path, self.sample_rate))
+        """The transcript of a wav file; a wav at another rate, stereo, missing or shorter than
+        the model's shortest input is the audio reader's `DataError` (it names the file and
+        says how to fix it)."""
+        return self(load_wav(path, self.sample_rate, self.min_samples))
 
 
 def transcribe_ctc(
