@@ -156,3 +156,30 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     want = _transcript([*checkpoint, "--input", str(just)])
     for name in ("onnx-none", "tflite-none"):
         assert _transcript(["--artifact", str(run / "export" / name), "--input", str(just)]) == want
+
+
+def test_decode_reads_a_wav_from_stdin_and_several_wavs_in_order(trained, tmp_path: Path) -> None:
+    """`cat good.wav | seqc decode ... --input -` said "not UTF-8 text"; two --input flags
+    transcribed only the last."""
+    base, run, data, _ = trained
+    checkpoint = ["decode", *base, "--run-dir", str(run)]
+    one, two = data / "wavs" / "dev" / "000001.wav", data / "wavs" / "dev" / "000002.wav"
+    want = [_transcript([*checkpoint[1:], "--input", str(w)]) for w in (one, two)]
+    piped = runner.invoke(app, [*checkpoint, "--input", "-"], input=two.read_bytes())
+    assert piped.exit_code == 0, piped.output
+    assert piped.stdout.splitlines()[-1] == want[1]
+    both = runner.invoke(app, [*checkpoint, "--input", str(one), "--input", str(two)])
+    assert both.exit_code == 0, both.output
+    assert both.stdout.splitlines()[-2:] == want  # a transcript per wav, in order
+    renamed = tmp_path / "utterance.audio"  # a wav by another name is still a wav
+    renamed.write_bytes(one.read_bytes())
+    result = runner.invoke(app, [*checkpoint, "--input", str(renamed)])
+    assert result.exit_code == 0 and result.stdout.splitlines()[-1] == want[0]
+    text = tmp_path / "prompts.txt"
+    text.write_text("seven\n")
+    mixed = runner.invoke(app, [*checkpoint, "--input", str(one), "--input", str(text)])
+    assert mixed.exit_code == 2 and "mixed-inputs" in mixed.output
+    spoken = runner.invoke(app, [*checkpoint, "--input", str(text)])
+    assert spoken.exit_code == 2 and "the input is text" in spoken.output
+    twice = runner.invoke(app, [*checkpoint, "--input", "-", "--input", "-"], input=b"")
+    assert twice.exit_code == 2 and "twice" in twice.output

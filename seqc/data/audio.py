@@ -22,6 +22,7 @@ audio is, how long it must be, and how to fix it.
 
 from __future__ import annotations
 
+import io
 import wave
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +59,37 @@ class AudioClip:
         return self.frames / self.sample_rate
 
 
+@dataclass(frozen=True)
+class WavBytes:
+    """A wav file's bytes that came from elsewhere than a file (`seqc decode --input -` reads
+    standard input), and the name its errors give it."""
+
+    name: str
+    data: bytes
+
+    def __str__(self) -> str:
+        return self.name
+
+
+WavSource = str | Path | WavBytes
+"""A wav file by its path, or its bytes."""
+
+RIFF = b"RIFF"
+"""How every wav file starts: what tells audio on standard input from text."""
+
+
+def _open(wav: Path | WavBytes) -> wave.Wave_read:
+    return wave.open(io.BytesIO(wav.data) if isinstance(wav, WavBytes) else str(wav), "rb")
+
+
+def _source(path: WavSource) -> Path | WavBytes:
+    return path if isinstance(path, WavBytes) else Path(path)
+
+
 def _problem(
     message: str,
     code: str,
-    wav: Path,
+    wav: Path | WavBytes,
     location: str | None,
     *,
     expected: str | None = None,
@@ -70,7 +98,7 @@ def _problem(
 ) -> DataError:
     """An error at the manifest line when there is one (that is the line to fix), naming the wav
     in the message either way."""
-    shown = display_path(wav)
+    shown = wav.name if isinstance(wav, WavBytes) else display_path(wav)
     return DataError(
         f"{shown}: {message}",
         code=code,
@@ -82,13 +110,13 @@ def _problem(
 
 
 def wav_info(
-    path: str | Path, sample_rate: int = SAMPLE_RATE, *, location: str | None = None
+    path: WavSource, sample_rate: int = SAMPLE_RATE, *, location: str | None = None
 ) -> AudioClip:
     """The header of a 16-bit PCM mono wav at `sample_rate`; a DataError (at `location`, the
     manifest's `file:line`, if given) for anything else."""
-    wav = Path(path)
+    wav = _source(path)
     fix = f"convert it with `{resample_command(sample_rate)}`"
-    if not wav.is_file():
+    if isinstance(wav, Path) and not wav.is_file():
         missing = "is a directory, not a wav file" if wav.is_dir() else "no such wav file"
         raise _problem(
             missing,
@@ -101,7 +129,7 @@ def wav_info(
             else "check the path",
         )
     try:
-        with wave.open(str(wav), "rb") as f:
+        with _open(wav) as f:
             rate, channels, width, frames = (
                 f.getframerate(),
                 f.getnchannels(),
@@ -155,12 +183,12 @@ def wav_info(
 
 
 def read_wav(
-    path: str | Path, sample_rate: int = SAMPLE_RATE, *, location: str | None = None
+    path: WavSource, sample_rate: int = SAMPLE_RATE, *, location: str | None = None
 ) -> np.ndarray:
     """The samples of a checked wav as int16 [frames]."""
-    wav = Path(path)
+    wav = _source(path)
     clip = wav_info(wav, sample_rate, location=location)
-    with wave.open(str(wav), "rb") as f:
+    with _open(wav) as f:
         data = f.readframes(clip.frames)
     samples = np.frombuffer(data, dtype="<i2")
     if len(samples) != clip.frames:
@@ -229,7 +257,7 @@ def to_float(samples: np.ndarray) -> np.ndarray:
     return samples.astype(np.float32) / np.float32(INT16_SCALE)
 
 
-def load_wav(path: str | Path, sample_rate: int = SAMPLE_RATE, min_samples: int = 0) -> np.ndarray:
+def load_wav(path: WavSource, sample_rate: int = SAMPLE_RATE, min_samples: int = 0) -> np.ndarray:
     """One wav file as float32 [frames] in [-1, 1): what a model's audio input takes (`seqc
     decode --input utt.wav`). A DataError naming the file and the sox command for a wrong rate,
     channel count or sample width, and `too_short`'s for fewer than `min_samples` samples (the

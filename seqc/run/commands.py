@@ -432,12 +432,13 @@ def decode_cmd(
         str | None, typer.Option("-e", "--experiment", help="Registry name of an experiment.")
     ] = None,
     run_dir: RunOpt = None,
-    input_file: Annotated[
-        Path | None,
+    input_files: Annotated[
+        list[Path] | None,
         typer.Option(
             "--input",
             help="One prompt/source per line; - for stdin. A speech model: a wav file to "
-            "transcribe (16-bit PCM mono at the model's sample rate).",
+            "transcribe (16-bit PCM mono at the model's sample rate), or a wav on stdin (-). "
+            "Repeatable: the files in order, a transcript per wav.",
         ),
     ] = None,
     set_: SetOpt = None,
@@ -470,20 +471,19 @@ def decode_cmd(
     source), ready for sacreBLEU: notes go to stderr."""
 
     _check_backend(backend)
-    if output is not None and input_file is None:
+    if output is not None and not input_files:
         raise UsageError(
             "--output needs --input: the file holds one hypothesis per input line",
             code="missing-option",
             hint="seqc decode ... --input sources.txt --output hypotheses.txt",
         )
-    wav = input_file is not None and input_file.suffix.lower() == ".wav"
-    lines = None if input_file is None or wav else _input_lines(input_file)  # before loading
+    inputs = _decode_inputs(input_files or [])  # read before the model loads: errors first
     target = LineFile(output) if output is not None else None  # an unwritable path fails now
     try:
         gen = _decode_generator(
             spec, experiment, run_dir, set_, cache_dir, backend, checkpoint, task, artifact
         )
-        _decode_lines(gen, input_file, wav, lines, target)
+        _decode_lines(gen, inputs, target)
     except BaseException:
         if target is not None:
             target.abort()
@@ -535,13 +535,58 @@ def _decode_generator(
     return gen
 
 
-def _decode_lines(
-    gen: Any, input_file: Path | None, wav: bool, lines: list[str] | None, target: LineFile | None
-) -> None:
-    """Transcribe the wav, or decode the input lines or an interactive prompt's. Into `target`,
+@dataclasses.dataclass
+class _DecodeInputs:
+    """What `seqc decode --input` was given: wav files (paths, or bytes from stdin) or the
+    lines of text files, in order; neither: an interactive prompt."""
+
+    wavs: list[Any] = dataclasses.field(default_factory=list)
+    lines: list[str] | None = None
+
+
+def _decode_inputs(paths: list[Path]) -> _DecodeInputs:
+    """Every `--input` read and classified: a `.wav` file, a wav on standard input (it starts
+    with RIFF), else text. One kind per call (a transcript per wav, or a hypothesis per line);
+    standard input once."""
+    from seqc.data.audio import RIFF, WavBytes
+
+    inputs = _DecodeInputs()
+    if [str(p) for p in paths].count("-") > 1:
+        raise UsageError(
+            "--input - is given twice: standard input can be read once",
+            code="bad-input",
+            hint="give - once, and the other inputs as files",
+        )
+    for path in paths:
+        if str(path) == "-":
+            data = _read_input(path)
+            if data.startswith(RIFF):
+                inputs.wavs.append(WavBytes("<stdin>", data))
+            else:
+                inputs.lines = [*(inputs.lines or []), *_text_lines(path, data)]
+        elif path.suffix.lower() == ".wav":
+            inputs.wavs.append(path)
+        elif (data := _read_input(path)).startswith(RIFF):  # a wav by another name
+            inputs.wavs.append(WavBytes(str(path), data))
+        else:
+            inputs.lines = [*(inputs.lines or []), *_text_lines(path, data)]
+    if inputs.wavs and inputs.lines is not None:
+        raise UsageError(
+            "--input names both audio and text: a call decodes one kind",
+            code="mixed-inputs",
+            found=", ".join(str(p) for p in paths),
+            hint="transcribe the wav files in one call and decode the text files in another",
+        )
+    return inputs
+
+
+def _decode_lines(gen: Any, inputs: _DecodeInputs, target: LineFile | None) -> None:
+    """Transcribe the wavs, or decode the input lines or an interactive prompt's. Into `target`,
     or into a stdout that is not a terminal, the bare hypotheses one per line (fairseq and
-    Marian do the same), so `> out.txt` scores and pipes; a terminal gets `source -> hypothesis`."""
+    Marian do the same), so `> out.txt` scores and pipes; a terminal gets `source -> hypothesis`
+    (a wav's name and its transcript, when there are several)."""
     plain = target is not None or not sys.stdout.isatty()
+    lines = inputs.lines
 
     def emit(line: str) -> None:
         if target is not None:
@@ -550,12 +595,16 @@ def _decode_lines(
             sys.stdout.write(one_line(line) + "\n")
             sys.stdout.flush()  # a pipe's reader sees each line as it is decoded
 
-    if gen.task == "asr" or wav:
-        transcript = transcribe_file(gen, input_file)
-        if plain:
-            emit(transcript)
-        else:
-            out.print(transcript)
+    if gen.task == "asr" or inputs.wavs:
+        if lines is not None:  # a speech model reads audio: text in a wav's place
+            transcribe_file(gen, None, text=True)
+        wavs = inputs.wavs or [None]
+        for wav in wavs:
+            transcript = transcribe_file(gen, wav)
+            if plain:
+                emit(transcript)
+            else:
+                out.print(f"{wav}: {transcript}" if len(wavs) > 1 else transcript)
         return
     if lines is not None and plain:
         for text in hypotheses(gen, lines):
@@ -593,16 +642,20 @@ def _artifact_task(
     return held if len(tasks) > 1 and held in tasks else None
 
 
-def _input_lines(path: Path) -> list[str]:
-    """The lines of a decode input (a file, or `-` for stdin), UTF-8; an undecodable byte is an
-    error at its line. Lines end at a newline (LF or CRLF) only, as `wc -l` and sacreBLEU count
-    them: a form feed or U+2028 inside a line would shift every later hypothesis."""
+def _read_input(path: Path) -> bytes:
+    """The bytes of a decode input: a file, or `-` for standard input."""
     try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        return sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
     except OSError as e:
         raise FileError(
             f"cannot read {path}: {e.strerror}", path=str(path), code="unreadable"
         ) from None
+
+
+def _text_lines(path: Path, data: bytes) -> list[str]:
+    """The lines of a decode input, UTF-8; an undecodable byte is an error at its line. Lines
+    end at a newline (LF or CRLF) only, as `wc -l` and sacreBLEU count them: a form feed or
+    U+2028 inside a line would shift every later hypothesis."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -8,7 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from seqc.data.audio import WavSource
 
 
 @dataclass
@@ -193,9 +196,10 @@ def hypotheses(g: Generator, lines: list[str]) -> Iterator[str]:
         yield from out
 
 
-def transcribe_file(gen: Generator, path: Path | None) -> str:
-    """The transcript of the wav `path`; errors for a text model given a wav, or a speech model
-    given none (a wrong rate, stereo or missing file is the audio reader's `DataError`)."""
+def transcribe_file(gen: Generator, path: WavSource | None, *, text: bool = False) -> str:
+    """The transcript of the wav `path` (a file, or bytes read from standard input); errors for
+    a text model given a wav, or a speech model given none, or given text (`text`) (a wrong
+    rate, stereo or missing file is the audio reader's `DataError`)."""
     from seqc.spec.errors import UsageError
 
     if gen.task != "asr" or gen.transcriber is None:
@@ -204,10 +208,11 @@ def transcribe_file(gen: Generator, path: Path | None) -> str:
             code="not-speech",
             hint="give --input a text file (one prompt or source per line)",
         )
-    if path is None or str(path) == "-":
+    if path is None:
         raise UsageError(
-            "a speech model transcribes a wav file: give it as --input",
+            "a speech model transcribes wav audio: "
+            + ("the input is text" if text else "give a wav file as --input"),
             code="missing-option",
-            hint="seqc decode ... --input utterance.wav",
+            hint="seqc decode ... --input utterance.wav (or --input - < utterance.wav)",
         )
     return str(gen.transcriber.wav(path))
