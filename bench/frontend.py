@@ -189,6 +189,9 @@ def _experiment(i: int) -> str:
     task = f"lm{group % N_TASKS}"
     if pos == 0:
         tasks = task if group % 2 else f"{task}, lm{(group + 1) % N_TASKS}"
+        # what `seqc train` would run (`seqc check` refuses the rest): a multi-task model on one
+        # device, unplaced
+        placement = "m_etf" if group % 2 else "single"
         return f"""experiment {name} {{
   "Root of chain {group}."
   tasks = [{tasks}]
@@ -200,9 +203,9 @@ def _experiment(i: int) -> str:
     seed = {group}
   }}
   distribution {{
-    mesh = {{data: 4}}
+    mesh = {{data: 1}}
     devices = 4 x gpu(memory = "16GiB")
-    placement = m_etf
+    placement = {placement}
   }}
   export {{
     onnx(quantize = "int8")

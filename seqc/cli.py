@@ -373,7 +373,7 @@ def show(
                 from seqc.run.session import compile_joint
 
                 joint, multi = compile_joint(file, experiment, set_ or [])
-                print_joint_report(out, program, joint, multi)
+                print_joint_report(out, program, joint, multi, passes=passes)
                 return
             for task in r.tasks:
                 print_graph_report(out, program, r, task)

@@ -5,9 +5,9 @@ one row that sums the rest: a table of 10,000 repeat copies took rich a minute t
 reads no better than its first rows. The graph itself is bounded by `MAX_GRAPH_OPS`. Text from
 the spec (layer and kind names) is printed as written, never read as markup.
 
-A multi-task experiment prints each task's report (its params named as in the joint model), then
-the model's params, each once, and the params each share gives several tasks
-(`print_joint_report`).
+A multi-task experiment prints each task's report (its params named as in the joint model; with
+`--passes`, what the passes did to the training graph that task's steps run), then the model's
+params, each once, and the params each share gives several tasks (`print_joint_report`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from seqc.compiler.compile import compile_task
+from seqc.compiler.compile import CompiledTask, compile_task
 from seqc.compiler.cost import estimate
 from seqc.compiler.graph import DTYPE_BYTES, Graph
 from seqc.compiler.multitask import MultiTask
@@ -103,13 +103,21 @@ def _sample_rate(input_config: dict[str, Any]) -> int:
 
 
 def print_joint_report(
-    console: Console, program: Program, r: ResolvedExperiment, multi: MultiTask
+    console: Console,
+    program: Program,
+    r: ResolvedExperiment,
+    multi: MultiTask,
+    *,
+    passes: bool = False,
 ) -> None:
-    """Each task's report, then the whole model: its params counted once, and per share the
-    tasks that read its params. The sum of the tasks' param counts less the model's is what the
-    shares save."""
+    """Each task's report (with `passes`, and what the passes did to that task's training
+    graph: a multi-task run steps each task's own graph, `seqc.backends.*.multitask`), then the
+    whole model: its params counted once, and per share the tasks that read its params. The
+    sum of the tasks' param counts less the model's is what the shares save."""
     for name, task in multi.tasks.items():
         print_graph_report(console, program, r, name, task.graph, prefix=f"{name}.")
+        if passes:
+            print_pass_report(console, program, r, name, task)
     params, owners = multi.params, multi.owners()
     values = sum(p.size for p in params.values())
     nbytes = sum(p.size * DTYPE_BYTES[p.type.dtype] for p in params.values())
@@ -161,12 +169,20 @@ def _top_level(per_layer: dict[str, Any], prefix: str = "") -> dict[str, dict[st
     return out
 
 
-def print_pass_report(console: Console, program: Program, r: ResolvedExperiment, task: str) -> None:
+def print_pass_report(
+    console: Console,
+    program: Program,
+    r: ResolvedExperiment,
+    task: str,
+    compiled: CompiledTask | None = None,
+) -> None:
     """What each of the experiment's passes (`compile { passes }`) did to `task`'s training
-    graph: op counts and forward FLOPs before and after, and the op kinds it changed."""
+    graph: op counts and forward FLOPs before and after, and the op kinds it changed.
+    `compiled`: the task already compiled (a multi-task model's), else compiled here."""
     from seqc.compiler.passes import DEFAULT_PASSES, LOSS_PASS, LOSS_PASS_DOC, PASSES
 
-    compiled = compile_task(program, r, task)
+    if compiled is None:
+        compiled = compile_task(program, r, task)
     ran = {rep.name: rep for rep in compiled.pass_reports}
     asked = r.config.get("compile", {}).get("passes", DEFAULT_PASSES)
     console.print(

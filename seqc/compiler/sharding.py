@@ -30,10 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seqc.compiler.graph import DTYPE_BYTES, Graph
+from seqc.compiler.origins import notes_at, where
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.layers import LayerInstance
-from seqc.spec.errors import CheckError
+from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.ir import Span
+from seqc.spec.types import parse_size
 
 AXES = ("data", "fsdp", "model")
 """Mesh axes in the order the device array is laid out (the model axis innermost: its devices
@@ -121,6 +123,11 @@ class ShardingPlan:
     def device_bytes(self) -> int:
         return sum(p.device_bytes(self.mesh) for p in self.params.values())
 
+    def training_bytes(self, slots: int) -> int:
+        """Bytes per device of what a step keeps: the params, their gradients and `slots`
+        optimizer tensors per param (Adam: two), all split alike. Activations come on top."""
+        return self.device_bytes() * (2 + slots)
+
 
 def mesh_of(resolved: ResolvedExperiment) -> dict[str, int]:
     """The experiment's mesh in `AXES` order (axes of size 1 kept: they name the layout)."""
@@ -139,22 +146,25 @@ def _layer_kinds(model: LayerInstance) -> dict[str, LayerInstance]:
     return found
 
 
-def plan_sharding(graph: Graph, resolved: ResolvedExperiment, task: str) -> ShardingPlan:
-    """The sharding plan of a task's graph on the experiment's mesh."""
+def plan_sharding(
+    graph: Graph, resolved: ResolvedExperiment, task: str, *, memory: bool = True
+) -> ShardingPlan:
+    """The sharding plan of a task's graph on the experiment's mesh; with `memory`, a plan
+    whose share per device does not fit the devices listed is refused (`check_memory`)."""
     mesh = mesh_of(resolved)
     dist = resolved.config["distribution"]
-    plan = ShardingPlan(mesh, span=resolved.span("distribution.mesh"))
+    plan = ShardingPlan(mesh, span=where(resolved, "distribution.mesh"))
     live = {a for a, n in mesh.items() if n > 1}
     layers = _layer_kinds(resolved.models[task])
     rules = {str(k): tuple(v) for k, v in dict(dist.get("shard") or {}).items()}
-    rule_span = resolved.span("distribution.shard")
+    rule_span = where(resolved, "distribution.shard")
     used: set[str] = set()
     for name, p in graph.params.items():
         shape = tuple(int(d) for d in p.type.shape)
         local = name[len(p.layer) + 1 :] if p.layer else name
         inst = layers.get(p.layer)
         spec: Spec = (None,) * len(shape)
-        origin, where = "replicated", inst.span if inst is not None else p.span
+        origin, located = "replicated", inst.span if inst is not None else p.span
         default = DEFAULTS.get(inst.kind, {}).get(local) if inst is not None else None
         if default is not None and len(default) == len(shape):
             spec, origin = default, f"{inst.kind} default"  # type: ignore[union-attr]
@@ -170,26 +180,84 @@ def plan_sharding(graph: Graph, resolved: ResolvedExperiment, task: str) -> Shar
                         expected=f"a list of {len(shape)} (an axis or none each)",
                         found=str(list(rule)),
                     )
-                spec, origin, where = rule, f"rule {pattern!r}", rule_span
+                spec, origin, located = rule, f"rule {pattern!r}", rule_span
         spec = tuple(a if a in live else None for a in spec)
         if "fsdp" in live and "fsdp" not in spec:
             free = [i for i, a in enumerate(spec) if a is None and shape[i] % mesh["fsdp"] == 0]
             if free:
                 spec = tuple("fsdp" if i == free[0] else a for i, a in enumerate(spec))
                 origin = f"{origin}, fsdp" if origin != "replicated" else "fsdp"
-        _check_divides(name, shape, spec, mesh, where, origin)
+        _check_divides(name, shape, spec, mesh, located, origin)
         itemsize = DTYPE_BYTES.get(p.type.dtype, 4)
         plan.params[name] = ParamShard(name, shape, spec, origin, itemsize)
     unused = [r for r in rules if r not in used]
     if unused:
+        near = did_you_mean(unused[0], list(plan.params))
         raise CheckError(
             f"sharding rule `{unused[0]}` matches no param of `{task}`",
             span=rule_span,
             code="unused-shard-rule",
-            hint="params are named by layer path, e.g. `blocks.0.attn.q.w`: "
-            "`seqc show FILE -e EXP --sharding` lists them",
+            expected="a glob over the params' layer paths, e.g. `blocks.*.attn.q.w`",
+            found=f"`{unused[0]}`",
+            suggestion=near,
+            hint="name a param by its layer path, or drop the rule: `seqc show FILE -e EXP "
+            "--sharding --set distribution.shard={}` lists every param",
         )
+    if memory:
+        check_memory(plan, resolved)
     return plan
+
+
+MOST_SLOTS = 2
+"""The most state tensors per param an optimizer keeps (Adam's two moments;
+`seqc.compiler.placement.plan.optimizer_slots`)."""
+
+
+def device_memory(resolved: ResolvedExperiment) -> int | None:
+    """The memory of the smallest device `distribution.devices` lists, in bytes; None when it
+    lists none (the run uses whatever the backend finds)."""
+    devices = resolved.config["distribution"]["devices"] or []
+    sizes = [parse_size(str(d.args["memory"])) for d in devices if "memory" in d.args]
+    known = [n for n in sizes if n is not None]
+    return min(known) if known else None
+
+
+def check_memory(plan: ShardingPlan, resolved: ResolvedExperiment) -> None:
+    """A step over a mesh keeps each device's share of the params, their gradients and the
+    optimizer's state; more than the devices listed hold is refused at the devices' line,
+    before a run that cannot fit starts. (One device's run is not checked here: it is not
+    planned over a mesh, and a placement checks its own memory.)"""
+    limit = device_memory(resolved)
+    if plan.trivial or limit is None or plan.training_bytes(MOST_SLOTS) <= limit:
+        return  # (the placer's module, for the optimizer's own count, is not worth importing)
+    from seqc.compiler.placement.plan import optimizer_slots
+
+    slots = optimizer_slots(resolved.config["train"]["optimizer"])
+    need = plan.training_bytes(slots)
+    if need <= limit:
+        return
+    at = where(resolved, "distribution.devices")
+    state = f"gradients and {slots} optimizer tensor(s) per param" if slots else "gradients"
+    raise CheckError(
+        f"each device of the mesh keeps {show_bytes(need)} of params, {state} "
+        f"({need / limit:.0%} of the {show_bytes(limit)} a device has), before any activation",
+        span=at,
+        code="device-memory",
+        expected=f"at most {show_bytes(limit)} per device",
+        found=f"{show_bytes(need)} ({show_bytes(plan.device_bytes())} of params)",
+        hint="split the params over more devices (an fsdp or model axis in distribution.mesh), "
+        "list devices with more memory, or shrink the model",
+        notes=notes_at(resolved, at, ("distribution.mesh", "the mesh is set here")),
+    )
+
+
+def show_bytes(n: float) -> str:
+    """`512 B`, `1.50 MiB`: a size as the sharding messages and `seqc show --sharding` print it."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
 
 
 def _check_divides(

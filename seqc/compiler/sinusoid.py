@@ -16,13 +16,16 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads when a function needs it: `seqc check` lowers without it
+    import numpy as np
 
 
 def frequencies(attrs: Mapping[str, Any]) -> np.ndarray:
     """float64[d/2]: 1 / timescale, geometric from 1 / min_timescale to 1 / max_timescale."""
+    import numpy as np
+
     half = int(attrs["d"]) // 2
     lo, hi = float(attrs["min_timescale"]), float(attrs["max_timescale"])
     log_step = math.log(hi / lo) / max(half - 1, 1)
@@ -38,6 +41,8 @@ def table(attrs: Mapping[str, Any]) -> np.ndarray:
 
 @functools.lru_cache(maxsize=16)
 def _table(d: int, lo: float, hi: float, length: int) -> np.ndarray:
+    import numpy as np
+
     attrs = {"d": d, "min_timescale": lo, "max_timescale": hi}
     angles = np.arange(length, dtype=np.float64)[:, None] * frequencies(attrs)[None, :]
     out = np.concatenate([np.sin(angles), np.cos(angles)], axis=1).astype(np.float32)
@@ -53,6 +58,8 @@ def split_frequencies(attrs: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]
     A + B with A = t * hi exact and B = t * lo tiny, sin(A + B) = sin A cos B + cos A sin B is as
     close to the float64 table as float32 sin and cos of A are to the truth (about 1e-7).
     """
+    import numpy as np
+
     f = frequencies(attrs)
     position_bits = max(int(attrs["max_length"]) - 1, 1).bit_length()
     bits = max(24 - position_bits, 1)  # significant bits of hi: t * hi fits float32's 24

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqc.compiler.run_checks import mix_weights
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.spec.errors import CheckError, did_you_mean
 
 _STREAM = 0x6D6978
 """Separates the mix's random stream from the other users of the seed."""
@@ -38,52 +38,12 @@ class Mix:
 
     @classmethod
     def of(cls, resolved: ResolvedExperiment) -> Mix:
-        """The experiment's mix, checked at the train block's lines: every task named in `mix`
-        and `lr_scale` is a task of the experiment; every task trains (weight > 0); a per-task
-        learning rate needs steps of one task (not `sum`)."""
+        """The experiment's mix, checked at the train block's lines (`mix_weights`, which
+        `seqc check` runs too): every task named in `mix` and `lr_scale` is a task of the
+        experiment; every task trains (weight > 0); a per-task learning rate needs steps of one
+        task (not `sum`)."""
         train, tasks = resolved.config["train"], tuple(resolved.tasks)
-        given = dict(train["mix"])
-        span = resolved.span("train.mix") or resolved.span("train")
-        for field in ("mix", "lr_scale"):
-            for name in train[field]:
-                if name not in tasks:
-                    raise CheckError(
-                        f"`train.{field}` names `{name}`, which is not a task of this experiment",
-                        span=resolved.span(f"train.{field}") or resolved.span("train"),
-                        code="unknown-task",
-                        expected=", ".join(tasks),
-                        suggestion=did_you_mean(name, tasks),
-                    )
-        if given:
-            missing = [t for t in tasks if t not in given]
-            if missing:
-                raise CheckError(
-                    f"`train.mix` gives no weight to {', '.join(f'`{t}`' for t in missing)}",
-                    span=span,
-                    code="mix-incomplete",
-                    hint="give every task of the experiment a weight",
-                )
-            weights = {t: float(given[t]) for t in tasks}
-        else:
-            weights = {t: float(resolved.config[t]["weight"]) for t in tasks}
-        idle = [t for t, w in weights.items() if w <= 0.0]
-        if idle and len(tasks) > 1:
-            raise CheckError(
-                f"task {', '.join(f'`{t}`' for t in idle)} has weight 0 in the mix: it would "
-                "never train",
-                span=span if given else resolved.span(f"{idle[0]}.weight") or span,
-                code="mix-zero",
-                hint="give it a weight > 0, or leave it out of `tasks`",
-            )
-        if train["mix_by"] == "sum" and train["lr_scale"]:
-            raise CheckError(
-                '`train.lr_scale` scales the steps of one task, but `mix_by = "sum"` takes one '
-                "step on every task's loss together",
-                span=resolved.span("train.lr_scale"),
-                code="lr-scale-with-sum",
-                hint="weigh the tasks' losses with `train.mix` instead, or mix by sample or "
-                "round_robin",
-            )
+        weights = mix_weights(resolved)
         total = sum(weights.values()) or 1.0
         return cls(
             tasks=tasks,

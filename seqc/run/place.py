@@ -112,9 +112,11 @@ def place_cmd(
         resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir, task)
         if profile is not None:
             from seqc.compiler.placement.plan import batch_dims
-            from seqc.run.profile import read_profile
+            from seqc.run.profile import profile_command, read_profile
 
-            remake = f"seqc profile {spec} -e {experiment} --json {profile}"
+            def remake(backend: str) -> str:
+                return profile_command(spec, experiment, profile, set_ or [], task, backend)
+
             dims = batch_dims(resolved, compiled.name)
             measured = read_profile(profile, compiled.graph, dims, remake)
         placed = place(

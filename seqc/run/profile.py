@@ -12,16 +12,19 @@ operand types are measured once (the blocks of a Transformer repeat). Leaves (pa
 constants, shape-only masks) and recurrences (`scan`) keep the estimate; the table says so.
 
 `seqc place --profile F` uses the measured seconds in place of the estimate for every op the
-file measured. The file names the graph it measured by a digest, so a profile of another model
-or of other sizes is refused with the command that makes a fresh one.
+file measured. The file names the graph it measured by a digest, and keeps each op's kind,
+layer, type and operands, so a profile of another model or of other sizes is refused saying
+what differs (the sizes, or the first op that differs and the op counts by kind) and with the
+command that makes a fresh one, the `--set`s of the placement included.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +52,9 @@ class OpTiming:
     backward_s: float
     estimate_s: float
     measured: bool
+    type: str = ""
+    """The op's output type (`float32[B, T, 128]`): what a stale profile is compared by."""
+    inputs: tuple[int, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -62,6 +68,37 @@ def digest(graph: Graph, dims: Mapping[str, int]) -> str:
     for op in graph.ops:
         h.update(f"{op.kind}|{op.inputs}|{op.type}|{op.layer}\n".encode())
     return h.hexdigest()[:32]
+
+
+def graph_signature(graph: Graph) -> str:
+    """The graph alone (every op's kind, operands, type and layer; no sizes), short: what a
+    stale profile's message names, beside the sizes."""
+    h = hashlib.sha256()
+    for op in graph.ops:
+        h.update(f"{op.kind}|{op.inputs}|{op.type}|{op.layer}\n".encode())
+    return h.hexdigest()[:12]
+
+
+def profile_command(
+    spec: Path,
+    experiment: str,
+    json_file: Path,
+    overrides: Sequence[str] = (),
+    task: str | None = None,
+    backend: str = "jax",
+) -> str:
+    """The `seqc profile` command line that profiles what a placement with these arguments
+    places: its `--set`s and `--task` included (without them, the fresh profile would be of
+    another graph again), quoted for a POSIX shell."""
+    words = ["seqc", "profile", str(spec), "-e", experiment]
+    if task is not None:
+        words += ["--task", task]
+    if backend != "jax":
+        words += ["--backend", backend]
+    for o in overrides:
+        words += ["--set", o]
+    words += ["--json", str(json_file)]
+    return shlex.join(words)
 
 
 def one_op_graph(graph: Graph, op: Op) -> Graph:
@@ -120,7 +157,7 @@ def profile_graph(
     for n, op in enumerate(graph.ops):
         estimate = estimated_seconds(op, graph, dims, spec.flops, spec.bandwidth)
         if op.kind in UNMEASURED:
-            rows.append(OpTiming(op.id, op.kind, op.layer, 0.0, 0.0, estimate, False))
+            rows.append(OpTiming(op.id, op.kind, op.layer, 0.0, 0.0, estimate, False, *_shape(op)))
             continue
         key = _signature(graph, op)
         if key not in done:
@@ -129,8 +166,13 @@ def profile_graph(
             if progress and err.is_terminal:
                 err.print(f"  op {n + 1}/{len(graph.ops)}: {op.kind} ({op.layer})", end="\r")
         fwd, bwd = done[key]
-        rows.append(OpTiming(op.id, op.kind, op.layer, fwd, bwd, estimate, True))
+        rows.append(OpTiming(op.id, op.kind, op.layer, fwd, bwd, estimate, True, *_shape(op)))
     return rows
+
+
+def _shape(op: Op) -> tuple[str, tuple[int, ...]]:
+    """What a profile row keeps of an op besides its kind and layer: its type and operands."""
+    return str(op.type), tuple(op.inputs)
 
 
 def write_profile(
@@ -141,15 +183,18 @@ def write_profile(
         **meta,
         "dims": dict(dims),
         "digest": digest(graph, dims),
-        "ops": [row.__dict__ for row in rows],
+        "graph": graph_signature(graph),
+        "ops": [{**row.__dict__, "inputs": list(row.inputs)} for row in rows],
     }
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def read_profile(
-    path: Path, graph: Graph, dims: Mapping[str, int], remake: str
+    path: Path, graph: Graph, dims: Mapping[str, int], remake: Callable[[str], str]
 ) -> dict[int, float]:
-    """Measured forward + backward seconds by op id, from a profile of this very graph."""
+    """Measured forward + backward seconds by op id, from a profile of this very graph.
+    `remake(backend)`: the command that profiles this graph afresh on that backend (the
+    stale profile's, where it names one), for the hint of a refusal."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
@@ -168,18 +213,85 @@ def read_profile(
             f"{path} is not a readable seqc profile ({e})",
             path=str(path),
             code="bad-profile",
-            hint=f"make one with `{remake}`",
+            hint=f"make one with `{remake('jax')}`",
         ) from None
     if stored != digest(graph, dims):
-        raise UsageError(
-            f"{path} profiles another graph or other sizes than this placement's",
+        raise _stale(path, data, graph, dims, remake)
+    return measured
+
+
+def _stale(
+    path: Path, data: dict, graph: Graph, dims: Mapping[str, int], remake: Callable[[str], str]
+) -> UsageError:
+    """The refusal of a profile of something else, saying what differs: the sizes, the graph
+    (its signature, its op counts by kind, the first op that differs), or both."""
+    backend = data.get("backend")
+    command = remake(backend if isinstance(backend, str) else "jax")
+    hint = f"profile this graph (your --set flags included): `{command}`"
+    profiled = data.get("dims")
+    sizes_differ = profiled != dict(dims)
+    rows = data["ops"]
+    then = [(r.get("kind"), r.get("layer"), r.get("type"), r.get("inputs")) for r in rows]
+    now = [(op.kind, op.layer, str(op.type), list(op.inputs)) for op in graph.ops]
+    if "type" not in (rows[0] if rows else {}):  # a profile written before rows kept types
+        then = [(k, layer, None, None) for k, layer, _, _ in then]
+        now = [(k, layer, None, None) for k, layer, _, _ in now]
+    first = next((i for i, (a, b) in enumerate(zip(then, now, strict=False)) if a != b), None)
+    if first is None and len(then) != len(now):
+        first = min(len(then), len(now))
+    # the digest covers the graph and the sizes: at the same sizes, the graph is what differs
+    graph_differs = (
+        first is not None
+        or not sizes_differ
+        or (data.get("graph") is not None and data["graph"] != graph_signature(graph))
+    )
+    if not graph_differs:
+        return UsageError(
+            f"{path} profiles this graph at other sizes than this placement's",
             path=str(path),
             code="stale-profile",
-            found=f"sizes {data.get('dims')}",
-            expected=f"this experiment's graph at sizes {dict(dims)}",
-            hint=f"make a fresh one: `{remake}`",
+            expected=f"sizes {dict(dims)}",
+            found=f"sizes {profiled}",
+            hint=hint,
         )
-    return measured
+    sizes = f"; the sizes differ too ({profiled} profiled)" if sizes_differ else ""
+    signature = data.get("graph") or "unrecorded"
+    return UsageError(
+        f"{path} profiles another graph than this placement's: "
+        f"{_first_difference(then, now, first)}{sizes}",
+        path=str(path),
+        code="stale-profile",
+        expected=f"this graph: {_kinds(k for k, *_ in now)} (signature "
+        f"{graph_signature(graph)}) at sizes {dict(dims)}",
+        found=f"a graph of {_kinds(k for k, *_ in then)} (signature {signature}) at sizes "
+        f"{profiled}",
+        hint=hint,
+    )
+
+
+def _kinds(kinds: Any) -> str:
+    """`312 ops (matmul 48, add 40, ...)`: an op count and the most common kinds."""
+    counts: dict[str, int] = defaultdict(int)
+    for k in kinds:
+        counts[str(k)] += 1
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:6]
+    more = ", ..." if len(counts) > len(top) else ""
+    return f"{sum(counts.values())} ops ({', '.join(f'{k} {n}' for k, n in top)}{more})"
+
+
+def _first_difference(then: list[tuple], now: list[tuple], i: int | None) -> str:
+    """Where two graphs' op lists part: the first op that differs, as each has it."""
+    if i is None:
+        return "the same ops, by kind and layer, but their types or operands differ"
+
+    def shown(ops: list[tuple]) -> str:
+        if i >= len(ops):
+            return "no op"
+        kind, layer, typ, _ = ops[i]
+        where = f" in `{layer}`" if layer else ""
+        return f"`{kind}`{where}" + (f" of type {typ}" if typ else "")
+
+    return f"op {i} is {shown(then)} in the profile, {shown(now)} here"
 
 
 def summary(rows: list[OpTiming]) -> list[tuple[str, int, float, float]]:

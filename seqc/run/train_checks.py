@@ -1,11 +1,14 @@
 """What a training run refuses before it writes anything: a strategy the backend or the
 cluster cannot run, what a multi-task model or lazy rows do not do yet, a checkpoint of another
 backend or without optimizer state to resume from. Each is said at the spec line that asks
-for it (`seqc.run.train` calls these first)."""
+for it (`seqc.run.train` calls these first).
+
+What the spec alone decides is `seqc.compiler.run_checks`, which `seqc check` runs too; these
+functions add what only the run knows (its backend, its processes, its data) and call those
+for the rest, so `check` and `train` refuse a spec with one implementation."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +16,8 @@ from rich.console import Console
 from seqc.backends import registry
 from seqc.backends.api import Backend, Cluster
 from seqc.backends.weights import read_weights
-from seqc.compiler.sharding import mesh_of
+from seqc.compiler.run_checks import check_lazy_rows as check_lazy_spec
+from seqc.compiler.run_checks import check_multitask, check_run
 from seqc.compiler.sparse_rows import lazy_tables
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.session import Joint, Session
@@ -22,7 +26,8 @@ from seqc.spec.errors import CheckError, UsageError
 
 def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Cluster) -> None:
     """`distribution.sync` against the backend and the processes: asynchronous training runs on
-    TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async."""
+    TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async. Then
+    everything the spec alone decides (`check_run`, as `seqc check` runs it)."""
     span = resolved.span("distribution.sync")
     asks_async = resolved.config["distribution"]["sync"] == "async"
     servers = "ps" in cluster.spec
@@ -42,15 +47,6 @@ def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Clust
             hint="start it with seqc launch -n 2 --ps 1 -- train ..., or on a cluster whose "
             "TF_CONFIG names a chief, workers and ps",
         )
-    placement = resolved.config["distribution"]["placement"]
-    if asks_async and placement.kind != "single":
-        raise CheckError(
-            f"asynchronous training runs each step whole on a worker; it cannot place ops by "
-            f"`placement = {placement.kind}`",
-            span=resolved.span("distribution.placement"),
-            code="cannot-place",
-            hint="set distribution.placement = single",
-        )
     if servers and not asks_async:
         raise CheckError(
             "this run's cluster has parameter servers, but the experiment trains synchronously",
@@ -59,30 +55,13 @@ def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Clust
             hint='set distribution.sync = "async" (--set distribution.sync=async), or launch '
             "without --ps",
         )
+    check_run(resolved, several=cluster.several)
 
 
 def check_joint(joint: Joint, cluster: Cluster) -> None:
     """A multi-task model trains on one device of one process (each task's steps over the
     shared params); what it does not do yet is refused at the line that asks for it."""
-    resolved, cfg = joint.resolved, joint.train_config
-    dist = resolved.config["distribution"]
-    why, span = None, None
-    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
-        why, span = "a mesh of devices or several processes", resolved.span("distribution.mesh")
-    elif dist["placement"].kind != "single":
-        why = f"`placement = {dist['placement'].kind}` (plan it with `seqc place`)"
-        span = resolved.span("distribution.placement")
-    elif cfg["mix_by"] == "sum" and cfg["optimizer"].args.get("lazy_rows"):
-        why, span = 'lazy rows with `mix_by = "sum"`', resolved.span("train.optimizer")
-    if why is not None:
-        raise CheckError(
-            f"a multi-task model trains on one device of one process; {why} is not implemented "
-            "for it",
-            span=span or resolved.span("train"),
-            code="not-implemented",
-            hint="train the tasks on one device (distribution.mesh = {data: 1}, placement = "
-            "single), or train one task per experiment",
-        )
+    check_multitask(joint.resolved, several=cluster.several)
 
 
 def check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:
@@ -91,23 +70,7 @@ def check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> Non
     resolved, cfg, compiled = session.resolved, session.train_config, session.compiled
     if not (cfg["optimizer"].kind == "adam" and cfg["optimizer"].args.get("lazy_rows")):
         return
-    span = resolved.span("train.optimizer") or resolved.span("train")
-    dist = resolved.config["distribution"]
-    why = None
-    if math.prod(mesh_of(resolved).values()) > 1 or cluster.several:
-        why = "a mesh of devices or several processes (each would touch other rows)"
-    elif dist["placement"].kind != "single":
-        why = f"`placement = {dist['placement'].kind}` (ops placed on several devices)"
-    elif int(cfg.get("accumulate", 1)) > 1:
-        why = "gradient accumulation (train.accumulate > 1)"
-    if why is not None:
-        raise CheckError(
-            f"adam(lazy_rows = true) is implemented for one device and one update per step, "
-            f"not for {why}",
-            span=span,
-            code="not-implemented",
-            hint="set lazy_rows = false (the dense update), or train on one device",
-        )
+    check_lazy_spec(resolved, several=cluster.several)
     tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
     if tables:
         shown = ", ".join(f"{n} ({spec.gathers} gathers)" for n, spec in tables.items())

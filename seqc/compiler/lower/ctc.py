@@ -18,8 +18,6 @@ transcript (every alignment summed), comparable between CTC models with one toke
 
 from __future__ import annotations
 
-import numpy as np
-
 from seqc.compiler.graph import Graph, GraphBuilder, TensorType
 from seqc.compiler.lower.criterion import LABELS, LOGITS, MASK, cross_entropy
 from seqc.resolve.values import CallValue
@@ -68,6 +66,8 @@ def fold_joint(graph: Graph, span: Span | None) -> tuple[int, int]:
 
 
 def _fold(graph: Graph, logits: int, mask: int, span: Span | None) -> int:
+    import numpy as np
+
     tl, tm = graph.ops[logits].type, graph.ops[mask].type
     if tl.rank != 3 or tm.rank != 2 or tm.dtype != "bool" or tuple(tm.shape) != tl.shape[:2]:
         raise CheckError(

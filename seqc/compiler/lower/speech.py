@@ -15,14 +15,16 @@ everything it read was real, and the mask's symbolic length is the features' own
 from __future__ import annotations
 
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from seqc.compiler.graph import GraphBuilder, Init
 from seqc.compiler.lower.attention import NEG_INF, key_mask
 from seqc.compiler.lower.call import LayerCall, lowering, mask_lowering
 from seqc.compiler.lower.dense import linear
 from seqc.spec.errors import CheckError
+
+if TYPE_CHECKING:  # numpy loads when a function needs it: `seqc check` lowers without it
+    import numpy as np
 
 # ------------------------------------------------------------------------- the front end
 
@@ -38,6 +40,8 @@ def frame_geometry(args: dict) -> tuple[int, int, int]:
 
 def hann(window: int) -> np.ndarray:
     """The periodic Hann window (tf.signal.hann_window's default)."""
+    import numpy as np
+
     n = np.arange(window, dtype=np.float64)
     return 0.5 - 0.5 * np.cos(2.0 * np.pi * n / window)
 
@@ -45,6 +49,8 @@ def hann(window: int) -> np.ndarray:
 def dft_kernel(window: int, fft: int) -> np.ndarray:
     """[window, 1, 2 * (fft // 2 + 1)]: the windowed real (cos) then imaginary (-sin) DFT
     rows of an `fft`-point transform of a `window`-sample frame (zero padding implied)."""
+    import numpy as np
+
     bins = fft // 2 + 1
     n = np.arange(window, dtype=np.float64)[:, None]
     k = np.arange(bins, dtype=np.float64)[None, :]
@@ -55,6 +61,8 @@ def dft_kernel(window: int, fft: int) -> np.ndarray:
 
 
 def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return 1127.0 * np.log1p(hz / 700.0)
 
 
@@ -62,6 +70,8 @@ def mel_matrix(bins: int, spectrum: int, rate: int, lower: float, upper: float) 
     """[spectrum, bins] triangular filters on the HTK mel scale, the construction of
     tf.signal.linear_to_mel_weight_matrix: band edges evenly spaced in mel, weights linear in
     mel between them, and the DC bin left out."""
+    import numpy as np
+
     freqs = np.linspace(0.0, rate / 2.0, spectrum)[1:]
     mel = _hz_to_mel(freqs)[:, None]
     edges = np.linspace(_hz_to_mel(np.asarray(lower)), _hz_to_mel(np.asarray(upper)), bins + 2)
@@ -115,6 +125,8 @@ def _log_mel(b: GraphBuilder, c: LayerCall) -> int:
 def _mask_by_window(b: GraphBuilder, c: LayerCall, mask: int, width: int, stride: int) -> int:
     """bool[B, T] -> bool[B, T']: output position i of a valid convolution of this width and
     stride is real when the last input it reads, i * stride + width - 1, is real."""
+    import numpy as np
+
     tm = b.type(mask)
     if tm.rank != 2:
         raise CheckError(
@@ -228,6 +240,8 @@ def _half_ff(b: GraphBuilder, x: int, d: int, ff: int, name: str, rate: float, b
 def rotary(b: GraphBuilder, q: int, like: int) -> int:
     """Rotary position embedding (Su et al., 2021) on q [B, T, h, hd]: each pair (i, i + hd/2)
     rotated by position * 10000^(-2i/hd), so q.k depends on the positions' difference only."""
+    import numpy as np
+
     _, t, _, hd = b.type(q).shape
     assert isinstance(hd, int) and hd % 2 == 0
     half = hd // 2
