@@ -803,7 +803,22 @@ def _export_task(
         err.print(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}{kept}) ...")
         rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm, keep))
     scoring = ctx._scoring.reference_quality if ctx._scoring is not None else {}
-    _export_table(rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32")
+    _export_table(
+        rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32", _sample(ctx)
+    )
+
+
+def _sample(ctx: Any) -> str:
+    """What the export table's quality column was measured on: a few dev batches (and
+    sentences or utterances), a check that the artifact keeps the model's quality; `seqc eval`
+    scores the whole split, so its figures differ from these."""
+    n = len(ctx.batches)
+    parts = [f"{n} dev batch{'es' if n != 1 else ''} of at most 8 rows"]
+    if ctx.bleu_examples and ctx.task_kind == "seq2seq":
+        parts.append(f"BLEU on {ctx.bleu_examples} dev sentences")
+    if ctx.wer_examples and ctx.speech:
+        parts.append(f"WER on {ctx.wer_examples} dev utterances")
+    return ", ".join(parts)
 
 
 def _quantized(row: Any) -> str:
@@ -811,11 +826,14 @@ def _quantized(row: Any) -> str:
     return f"{row.quantize} ({', '.join(kept)} float)" if kept else row.quantize
 
 
-def _export_table(rows: list[Any], reference: dict[str, float], length: str = "x32") -> None:
+def _export_table(
+    rows: list[Any], reference: dict[str, float], length: str = "x32", sample: str = "dev"
+) -> None:
     from rich.table import Table
 
     table = Table(
-        title="exports (quality on dev; the trained model: "
+        title=f"exports (quality on {sample}, not the whole split as `seqc eval` scores it; "
+        "the trained model on the same: "
         + ", ".join(f"{k} {v:.2f}" for k, v in reference.items())
         + ")"
     )
