@@ -225,3 +225,27 @@ def test_eval_on_tensorflow_prints_only_its_own_lines(
     assert "dev_perplexity" in proc.stdout
     for noise in NOISE:
         assert noise not in proc.stderr + proc.stdout, proc.stderr
+
+
+def test_an_export_that_finds_its_folder_written_meanwhile_says_so(
+    exported: tuple[list[str], Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two exports into one --out at once: the one that finished second crashed renaming its
+    artifact into place (FileExistsError, exit 3) and left its hidden folders behind."""
+    import seqc.run.export as export
+
+    base, run, _ = exported
+    out = tmp_path / "out"
+    sizes = export.model_bytes
+
+    def the_other_export_finishes_first(folder: Path, fmt: str) -> int:
+        (out / "onnx-none").mkdir(parents=True)
+        (out / "onnx-none" / "manifest.json").write_text("{}")
+        return sizes(folder, fmt)
+
+    monkeypatch.setattr(export, "model_bytes", the_other_export_finishes_first)
+    args = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "[exists]" in result.output and "written by another export meanwhile" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["onnx-none"]  # no staging folder left

@@ -13,6 +13,7 @@ from seqc.data.targets import new_folder, output_file, output_folder
 from seqc.spec.errors import FileError
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _code(fn: object, *args: object) -> str:
@@ -52,3 +53,28 @@ def test_data_prepare_into_a_file_is_a_located_error(tmp_path: Path) -> None:
         result = runner.invoke(app, ["data", "prepare", "zipf", "--cache-dir", str(where)])
         assert result.exit_code == 2, result.output
         assert "not-a-folder" in result.output and "Traceback" not in result.output
+
+
+def test_commands_check_the_paths_they_write_before_working(tmp_path: Path) -> None:
+    """`seqc export --out FILE`, `seqc convert --out FILE`, `seqc place --gantt` into a missing
+    folder, with a suffix nothing draws, or at a folder (it wrote DIR.png and said DIR), and
+    `--json` into a missing folder: each crashed (exit 3) after its work, or misreported."""
+    spec = str(ROOT / "examples" / "lm" / "shakespeare.seq")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    place = ["place", spec, "-e", "lm.shakespeare.quick"]
+    cases = [
+        (["export", spec, "-e", "lm.shakespeare.quick", "--out", str(blocker)], "not-a-folder"),
+        (["convert", str(tmp_path), "--to", "tf", "--out", str(blocker)], "not-a-folder"),
+        ([*place, "--gantt", str(tmp_path / "none" / "x.png")], "no-folder"),
+        ([*place, "--gantt", str(tmp_path / "out.txt")], "bad-suffix"),
+        ([*place, "--gantt", str(tmp_path)], "is-a-folder"),
+        ([*place, "--json", str(tmp_path / "none" / "x.json")], "no-folder"),
+    ]
+    for args, code in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert f"[{code}]" in result.output and "internal error" not in result.output, args
+    drawn = runner.invoke(app, [*place, "--gantt", str(tmp_path / "g.svg")])
+    assert drawn.exit_code == 0, drawn.output
+    assert (tmp_path / "g.svg").is_file() and f"gantt: {tmp_path / 'g.svg'}" in drawn.output

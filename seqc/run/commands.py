@@ -688,8 +688,10 @@ def convert_cmd(
 
     from seqc.backends.registry import check_backend, title
     from seqc.backends.weights import read_weights, write_weights
+    from seqc.data.targets import new_folder
 
     check_backend(to)
+    new_folder(out_dir, "--out", "the converted weights")  # before any weight is read
     weights = read_weights(source, step)
     write_weights(weights, out_dir, to)
     back = read_weights(out_dir)
@@ -765,8 +767,11 @@ def export_cmd(
     Without --format, the formats the experiment's `export { }` block lists (else ONNX). A
     multi-task run: one set of artifacts per task (in RUN/export/TASK), or --task's; each holds
     its task's graph and only the weights that task reads."""
+    from seqc.data.targets import output_folder
     from seqc.run.export import check_layers, from_spec, plan
 
+    if out_dir is not None:
+        output_folder(out_dir, "--out")  # before the data and the model load
     sessions = _sessions(spec, experiment, set_, cache_dir, task)
     run_dir = run_dir or Path("runs") / experiment
     keep = tuple(keep_float or ())

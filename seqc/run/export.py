@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +49,8 @@ from seqc.compiler.lower.sampled import variant
 from seqc.compiler.min_length import min_audio_samples
 from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
+from seqc.data.staging import staged
+from seqc.data.targets import output_folder
 from seqc.resolve.values import CallValue
 from seqc.run.artifact import model_bytes, sha256_of, write_manifest
 from seqc.run.decode import decoder_for
@@ -484,18 +484,11 @@ def export_one(
     TFLite int8 artifact leaves in float."""
     if not normalize:
         ctx = scoring_context(ctx)
-    if target.exists() and any(target.iterdir()):
-        raise FileError(
-            f"{target} already holds an export",
-            path=str(target),
-            code="exists",
-            hint="choose another --out, or delete the old export",
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    work = Path(tempfile.mkdtemp(prefix=".work-", dir=target.parent))
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise _exists(target)
+    output_folder(target.parent, "--out")
     artifact = registry.artifact_format(fmt)
-    try:
+    with staged(target.parent, target.name) as tmp, staged(target.parent, "work") as work:
         extra = artifact.build(_job(ctx, keep_float), tmp, quantize, work)
         fns = artifact.runtime(tmp, ctx.sig)
         forward = one_pass if ctx.sig.encoder_only else teacher_forced
@@ -523,14 +516,28 @@ def export_one(
         artifact.stamp(tmp, _props(tmp, manifest))
         write_manifest(tmp, manifest)
         size = model_bytes(tmp, fmt)
-        if target.exists():
-            target.rmdir()
-        tmp.rename(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        try:  # an empty folder is replaced; another export's artifact (one run at once) is not
+            if target.is_dir() and not any(target.iterdir()):
+                target.rmdir()
+            tmp.rename(target)
+        except OSError:
+            if target.exists():
+                raise _exists(target, meanwhile=True) from None
+            raise
     shown = f"{fmt} score" if ctx.scoring else fmt
     return Row(shown, quantize, target, size, latency, quality, parity, extra)
+
+
+def _exists(target: Path, meanwhile: bool = False) -> FileError:
+    """An artifact folder that holds something already: never written over. `meanwhile`:
+    another export wrote it while this one ran (two exports into one --out at once)."""
+    return FileError(
+        f"{target} "
+        + ("was written by another export meanwhile" if meanwhile else "already holds an export"),
+        path=str(target),
+        code="exists",
+        hint="choose another --out, or delete the old export",
+    )
 
 
 def _artifact_decoder(ctx: Context, fns: StepFunctions) -> StepDecoder:

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from seqc.resolve.experiment import ResolvedExperiment
 
 
+GANTT_FORMATS = (".png", ".svg", ".pdf")
+"""What `--gantt` draws: matplotlib picks the format by the suffix."""
+
+
 def place_cmd(
     spec: Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)],
     experiment: Annotated[
@@ -44,7 +48,10 @@ def place_cmd(
     ] = None,
     gantt_file: Annotated[
         Path | None,
-        typer.Option("--gantt", help="Draw a Gantt chart with memory per device to this PNG."),
+        typer.Option(
+            "--gantt",
+            help="Draw a Gantt chart with memory per device to this file (.png, .svg or .pdf).",
+        ),
     ] = None,
     set_: Annotated[
         list[str] | None,
@@ -86,10 +93,16 @@ def place_cmd(
     and busy time per device and the step time against its lower bound."""
     from seqc.compiler.placement.plan import place, place_joint
     from seqc.compiler.placement.report import gantt, plan_json, summary, tasks_summary
+    from seqc.data.targets import output_file
     from seqc.resolve.experiment import resolve
     from seqc.resolve.program import load_program
     from seqc.run.session import compile_experiment, compile_joint, several_tasks
 
+    # the files this command writes, checked before it plans: not after the work is done
+    if json_file is not None:
+        output_file(json_file, "--json")
+    if gantt_file is not None:
+        output_file(gantt_file, "--gantt", GANTT_FORMATS)
     multi = None
     joint = task is None and several_tasks(resolve(load_program(spec), experiment, set_ or []))
     if joint and profile is not None:
