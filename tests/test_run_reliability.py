@@ -203,6 +203,44 @@ def test_a_resume_with_other_settings_is_refused_before_any_write(
     assert info["resumed"][0]["from_step"] == 4
 
 
+def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Path) -> None:
+    """An imported layer's default edited (ff 4 * d -> 2 * d): the resume got as far as the
+    restore, declared the good checkpoint damaged and set it aside. `--set lm.model.heads=..`
+    on eval, or a corpus edited since (a new tokenizer fitted on it), scored the old weights
+    with another model or tokenizer, silently. Each is refused before anything is read."""
+    _corpus(tmp_path)
+    layers = tmp_path / "transformer.seq"  # a copy of the imported layers, to edit
+    layers.write_text((ROOT / "examples" / "common" / "transformer.seq").read_text())
+    spec = tmp_path / "lm.seq"
+    spec.write_text(LM_SPEC.format(common=layers.as_posix()))
+    run = tmp_path / "run"
+    assert _train(spec, run, "train.steps=4").exit_code == 0
+    held = sorted(p.name for p in (run / "checkpoints").iterdir())
+    text = layers.read_text()
+    assert "ff: int = 4 * d" in text
+    layers.write_text(text.replace("ff: int = 4 * d", "ff: int = 2 * d"))
+    resumed = _train(spec, run, "train.steps=8", resume=True)
+    assert resumed.exit_code == 2 and "resume-mismatch" in resumed.output, resumed.output
+    assert "lm.model.blocks.ff: 128 when trained, 64 now" in resumed.output
+    assert "Event loop is closed" not in resumed.output
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == held  # none set aside
+    scored = runner.invoke(app, ["eval", *_args(spec, run)])
+    assert scored.exit_code == 2 and "run-mismatch" in scored.output, scored.output
+    layers.write_text(text)
+    heads = runner.invoke(app, ["eval", *_args(spec, run, "lm.model.heads=4")])
+    assert heads.exit_code == 2 and "lm.model.heads: 2 when trained, 4 now" in heads.output
+    train = tmp_path / "train.txt"
+    lines = train.read_text().splitlines()
+    train.write_text("\n".join(lines[:200]) + "\n")  # other counts: chars' ids are by count
+    other = runner.invoke(app, ["eval", *_args(spec, run)])
+    assert other.exit_code == 2 and "tokenizer: chars with 12 ids" in other.output, other.output
+    assert "train split: 300 examples" in other.output and "200 examples" in other.output
+    fewer = _train(spec, run, "train.steps=8", resume=True)
+    assert fewer.exit_code == 2 and "train split: 300 examples" in fewer.output, fewer.output
+    train.write_text("\n".join(lines) + "\n")
+    assert _train(spec, run, "train.steps=8", resume=True).exit_code == 0
+
+
 # ---------------------------------------------------------------------------- checkpoints
 
 

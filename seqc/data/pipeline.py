@@ -43,6 +43,7 @@ Choices worth knowing:
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ from seqc.data.errors import DataError
 from seqc.data.proposal import count_tokens
 from seqc.data.readers import BaseDirs, Example, has_target, is_audio, read_examples, spec_bases
 from seqc.data.report import DropReport
-from seqc.data.tokenizers import Tokenizer, build_tokenizer
+from seqc.data.tokenizers import Tokenizer, build_tokenizer, fingerprint
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.values import CallValue
 
@@ -333,6 +334,22 @@ class InputPipeline:
         if self.sample_rate is None:
             return f"{bucket.bound}x{bucket.batch_size}"
         return f"{bucket.bound / self.sample_rate:g}s x{bucket.batch_size}"
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a run records of its data, to refuse a resume or an evaluation whose data is
+        not what trained: each tokenizer's identity (`tokenizers.fingerprint`) and each split's
+        example count and sha256 of its texts as read (sources and targets, in file order)."""
+        out: dict[str, Any] = {"tokenizer": fingerprint(self.tokenizer)}
+        if self.target_tokenizer is not self.tokenizer:
+            out["target_tokenizer"] = fingerprint(self.target_tokenizer)
+        splits = {}
+        for name, split in self.splits.items():
+            h = hashlib.sha256()
+            for e in split.examples:
+                h.update(f"{e.source}\t{e.target or ''}\n".encode("utf-8", "surrogatepass"))
+            splits[name] = {"examples": len(split.examples), "sha256": h.hexdigest()}
+        out["splits"] = splits
+        return out
 
     def summary(self) -> str:
         """A few lines for logs: task, vocabulary, and per split sizes and drops."""

@@ -537,6 +537,18 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     return tok
 
 
+def fingerprint(tok: Tokenizer) -> dict[str, Any]:
+    """What identifies a tokenizer's mapping from text to ids, for a run to record and compare:
+    its kind, vocabulary size and a sha256 of what decides the ids (the SentencePiece model,
+    the vocabulary list), as `same_tokenizer` compares them."""
+    h = hashlib.sha256(type(tok).__name__.encode())
+    if isinstance(tok, SentencePieceTokenizer):
+        h.update(tok.model_proto)
+    elif isinstance(tok, _VocabTokenizer):
+        h.update(json.dumps([tok.lowercase, list(tok.tokens)], ensure_ascii=False).encode())
+    return {"kind": tok.kind, "vocab_size": tok.vocab_size, "sha256": h.hexdigest()}
+
+
 def same_tokenizer(a: Tokenizer, b: Tokenizer) -> bool:
     """Whether two tokenizers map text to the same ids (one trained model, one vocabulary)."""
     if a is b:

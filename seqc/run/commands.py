@@ -102,10 +102,14 @@ def _weights(session: Any, source: Path) -> tuple[Any, dict[str, Any]]:
     """The weights at `source` (a run directory or checkpoints of either backend), checked
     against the session's model."""
     from seqc.backends.weights import match_params, names_weights, read_weights
+    from seqc.run.identity import check_use, run_of
     from seqc.run.rundir import no_run
 
     if not names_weights(source):
         raise no_run(source)
+    run = run_of(source)
+    if run is not None:  # a run's weights: with its own model and tokenizer only
+        check_use(run, session)
     weights = read_weights(source)
     for why in weights.skipped:
         err.print(f"warning: {why}; using step {weights.step}", soft_wrap=True)
