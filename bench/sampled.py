@@ -2,8 +2,9 @@
 
 Why: the sampled criteria exist to make a large-vocabulary step cheap without losing the model.
 This measures both on `examples/lm/zipf.seq` (a 2 x 256 Transformer LM, tied output layer,
-V = 100,004, K = 1024, unigram^0.75 proposal; the synthetic corpus of `seqc data prepare zipf`,
-whose perplexity floor is known), through seqc's own training loop (`seqc.run.train.train`:
+V = 95,644: every word of the train split, the tokenizer's cap being 100,004; K = 1024,
+unigram^0.75 proposal; the synthetic corpus of `seqc data prepare zipf`, whose perplexity floor
+is known), through seqc's own training loop (`seqc.run.train.train`:
 batches, candidates, the optimizer's dense update over V x d, all included), on JAX:
 
 - speed: tokens/s of each criterion's steady steps (the first log window, which compiles, is
