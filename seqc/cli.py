@@ -103,6 +103,8 @@ class _LazyGroup(TyperGroup):
         command = super().get_command(ctx, cmd_name)
         if command is None and cmd_name in HEAVY_COMMANDS:
             command = _heavy_group().get_command(ctx, cmd_name)
+            if _quiet["on"] and _quiet["undo"] is None:  # it loads the libraries that log
+                _quiet["undo"] = quiet_library_logs()
         return command
 
 
@@ -543,6 +545,11 @@ TensorFlow logs oneDNN's notice while its library loads, before it reads TF_CPP_
 and LiteRT logs at INFO with no setting to stop it. Errors (`E...`, `F...`) pass through."""
 
 
+_quiet: dict[str, Any] = {"on": False, "undo": None}
+"""Whether `quiet_native_logs` holds (no `--debug`), and the undo of `quiet_library_logs`, which
+a heavy command adds (the light ones never import `logging`)."""
+
+
 def quiet_native_logs() -> Callable[[], None]:
     """Keep native libraries' INFO and WARNING lines out of stderr; return the undo.
 
@@ -587,7 +594,12 @@ def quiet_native_logs() -> Callable[[], None]:
     thread = threading.Thread(target=pump, name="seqc-native-stderr", daemon=True)
     thread.start()
 
+    _quiet["on"] = True
+
     def undo() -> None:
+        if _quiet["undo"] is not None:
+            _quiet["undo"]()
+        _quiet.update(on=False, undo=None)
         with contextlib.suppress(OSError, ValueError):  # a reader of stderr that went away
             sys.stderr.flush()
         os.dup2(real, 2)  # the pipe's last writer goes: the pump reads to its end and stops
@@ -597,6 +609,36 @@ def quiet_native_logs() -> Callable[[], None]:
         sys.stderr = python_stderr
         if not thread.is_alive():  # else a child still holds the pipe: the pump needs `real`
             os.close(real)
+
+    return undo
+
+
+def quiet_library_logs() -> Callable[[], None]:
+    """Keep the Python log records of the libraries the backends load, and their Python
+    warnings, out of stderr unless they are errors; return the undo.
+
+    Why: `quiet_native_logs` filters what reaches file descriptor 2, but Python's `sys.stderr`
+    goes to the real stderr directly, and with it every logging handler. absl adds one to the
+    root logger at its first record (`logging.basicConfig`), and orbax and TensorFlow's
+    SavedModel code log through absl: `WARNING:absl:...` lines; tensorboardX warns of each NaN
+    scalar (`NaN or Inf found in input tensor.`). A handler of ours on the root logger, there
+    first, stops that (absl and TensorFlow add none of their own when the root has one) and
+    passes on errors, and seqc's own records, in the format absl's would have had."""
+    import logging
+
+    def shown(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.name.split(".")[0] == "seqc"
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler.addFilter(shown)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    logging.captureWarnings(True)  # warnings.warn -> the `py.warnings` logger, filtered so
+
+    def undo() -> None:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
 
     return undo
 

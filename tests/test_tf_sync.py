@@ -221,7 +221,8 @@ def test_two_workers_train_as_one_process_and_resume(folder: Path, reference: li
 def test_workers_need_a_mesh_over_them(folder: Path) -> None:
     code, out = _launch(_train(folder, "unmeshed", "--set", "train.steps=2"))
     assert code == 2, out[-3000:]
-    assert "mesh-devices" in out and "needs 1 devices, but this run (2 TensorFlow workers)" in out
+    assert "mesh-devices" in out and "a run of 2 processes trains one model" in out
+    assert "the mesh {data: 1} spans 1 device" in out
     assert "Traceback" not in out
     assert not (folder / "unmeshed" / "checkpoints").exists()
 

@@ -180,7 +180,9 @@ class CheckpointStore(Protocol):
 
     directory: Path
 
-    def save(self, step: int, state: State) -> None: ...
+    def save(self, step: int, state: State) -> None:
+        """Checkpoint `step`; `NoSpace` when its device is full (nothing of it left)."""
+        ...
 
     def latest(self) -> int | None: ...
 
@@ -241,6 +243,12 @@ class Backend(Protocol):
     def collective_failure(self, error: BaseException) -> bool:
         """Whether `error`, raised in a run of several processes, is the engine's report of a
         collective that failed (another process died or cannot be reached)."""
+        ...
+
+    def leave(self) -> None:
+        """Another process of the run is gone: let this one end without the goodbye the engine
+        says at exit, which waits for every process (JAX's shutdown barrier waits minutes for
+        a dead one, then aborts with a native stack trace)."""
         ...
 
     def model(
@@ -340,6 +348,24 @@ class ArtifactFormat(Protocol):
         it, as text) into the model files themselves where the format has room for metadata,
         so a model file that travels alone still says what it is; a no-op otherwise."""
         ...
+
+
+class NoSpace(Exception):
+    """A checkpoint could not be written: the device it goes to is full. A `CheckpointStore`
+    raises it having removed what it had begun to write of that checkpoint, so the ones
+    before it stay intact and the store lists only whole checkpoints."""
+
+    def __init__(
+        self, step: int, directory: Path, device: Path, free: int, needed: int | None
+    ) -> None:
+        super().__init__(f"no space left on {device} writing checkpoint {step} in {directory}")
+        self.step, self.directory = step, directory
+        self.device = device
+        """The mount point of the file system that holds `directory`."""
+        self.free = free
+        """Bytes free there when it was found full."""
+        self.needed = needed
+        """About how many bytes the checkpoint takes, when known."""
 
 
 class MetricsLost(Exception):

@@ -171,7 +171,7 @@ def train_cmd(
     from seqc.backends import registry
     from seqc.run.cluster import cluster_from
     from seqc.run.interrupt import Interrupted
-    from seqc.run.train import train
+    from seqc.run.train import CheckpointNoSpace, train
 
     _check_backend(backend)
     cluster = cluster_from(coordinator, num_processes, process_id)
@@ -215,22 +215,18 @@ def train_cmd(
             cluster=cluster,
         )
     except Interrupted as stop:
-        again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
-        if backend:
-            again += ["--backend", backend]
-        if cluster.several and "SEQC_NUM_PROCESSES" in os.environ:  # started by seqc launch
-            workers = len(cluster.spec.get("worker", [])) or cluster.num_processes
-            servers = len(cluster.spec.get("ps", []))
-            again[1:1] = ["launch", "-n", str(workers), *(["--ps", str(servers)] * bool(servers))]
-            again.insert(again.index("train"), "--")
-        for value in set_ or []:
-            again += ["--set", value]
+        again = _train_again(spec, experiment, run_dir, backend, set_, cluster)
         say(
             f"{stop!s}: checkpoint {stop.step} written to {run_dir / 'checkpoints'}\n"
             f"resume with: {shlex.join([*again, '--resume'])}",
             soft_wrap=True,
         )
         raise typer.Exit(stop.exit_code) from None
+    except CheckpointNoSpace as full:  # the command that goes on, once there is room
+        again = _train_again(spec, experiment, run_dir, backend, set_, cluster)
+        resume = ["--resume"] if full.last is not None else []
+        full.hint = f"free space on {full.device}, then run: {shlex.join([*again, *resume])}"
+        raise
     later = f"after {result.steps} steps"
     for task, before in (result.tasks_before or {}).items():
         shout(f"{task}: {_headline(before, 'before training')}")
@@ -255,6 +251,29 @@ def train_cmd(
             head = f"{one.task} " if len(tasks) > 1 else ""
             shout(f"{head}sample: {sample_text(gen, prompt or None)}")
     shout(f"run directory: {run_dir}")
+
+
+def _train_again(
+    spec: Path,
+    experiment: str,
+    run_dir: Path,
+    backend: str | None,
+    set_: list[str] | None,
+    cluster: Any,
+) -> list[str]:
+    """The command line that runs this training again (add `--resume` to continue it): under
+    `seqc launch` when it started the run."""
+    again = ["seqc", "train", str(spec), "-e", experiment, "--run-dir", str(run_dir)]
+    if backend:
+        again += ["--backend", backend]
+    if cluster.several and "SEQC_NUM_PROCESSES" in os.environ:  # started by seqc launch
+        workers = len(cluster.spec.get("worker", [])) or cluster.num_processes
+        servers = len(cluster.spec.get("ps", []))
+        again[1:1] = ["launch", "-n", str(workers), *(["--ps", str(servers)] * bool(servers))]
+        again.insert(again.index("train"), "--")
+    for value in set_ or []:
+        again += ["--set", value]
+    return again
 
 
 def _headline(dev: dict[str, Any], when: str) -> str:

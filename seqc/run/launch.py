@@ -168,6 +168,18 @@ def _watch(group: list[Member], ps: int) -> tuple[int, Member | None]:
     failure ends it at once. A worker lost under async is reported, not fatal."""
     lost: set[int] = set()
     while True:
+        # One killed by a signal is named first: the others it takes down with it (each says
+        # `process-lost`, exit 2) end within the same poll, as they find out at once.
+        killed = [
+            m
+            for m in group
+            if m.proc is not None
+            and (m.proc.poll() or 0) < 0
+            and not (ps and m.role == "worker")  # under --ps a worker's end is survived
+        ]
+        if killed:
+            assert killed[0].proc is not None
+            return int(killed[0].proc.returncode), killed[0]
         for m in group:
             assert m.proc is not None
             code = m.proc.poll()

@@ -36,9 +36,10 @@ from rich.progress import (
 )
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, fetch
+from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, NoSpace, fetch
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
+from seqc.run import identity
 from seqc.run.evaluate import evaluate, headline
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.mix import Mix
@@ -48,14 +49,22 @@ from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.session import Joint, Session
 from seqc.run.stepper import JointSteps, TaskSteps
 from seqc.run.train_checks import check_joint, check_lazy_rows, check_resumable, check_strategy
-from seqc.run.warm_start import warm_start
-from seqc.spec.errors import CheckError, DeviceError, SeqcError
+from seqc.run.warm_start import WarmStart, warm_start
+from seqc.spec.errors import CheckError, DeviceError, FileError, SeqcError
 
 
 class LossNotFinite(SeqcError):
     """The training loss became NaN or infinite."""
 
     phase = "train"
+
+
+class CheckpointNoSpace(FileError):
+    """A checkpoint its device had no room for: the run stopped there, the checkpoints before
+    it intact (`last`, the newest; None when there is none)."""
+
+    device: Path | None = None
+    last: int | None = None
 
 
 @dataclass
@@ -98,6 +107,7 @@ def train(
     run = RunDir(run_dir, writer=cluster.primary)
     run.check(session.resolved, resume)
     if resume:
+        identity.check_resume(run_dir, session)  # the model and data the run trained, or none
         check_resumable(run.checkpoints, engine)
     check_strategy(session.resolved, engine, cluster)
     seed = int(cfg["seed"])
@@ -114,7 +124,7 @@ def train(
     else:
         check_lazy_rows(session, cluster, console)
         placement = _placement(session, engine, console)
-        sharding = _sharding(session, placement)
+        sharding = _sharding(session, placement, cluster)
         devices = None if placement is None else placement.devices
         # The model before the run directory: a device the plan lacks is an error before any
         # write.
@@ -124,6 +134,8 @@ def train(
             compiled, cfg, placement=devices, sharding=sharding, **(model_options or {})
         )
         steps = TaskSteps(session, model, seed, warn)
+    # A warm start's source and map are checked before the run directory is touched, as well.
+    warm = None if resume else warm_start(session.resolved, _params(session))
     # The primary process owns the directory for the whole group: only it writes there (the
     # checkpoints aside, which every process writes together).
     with run.lock() if cluster.primary else contextlib.nullcontext():
@@ -133,7 +145,7 @@ def train(
             loop = _Loop(session, steps, run, model, checkpoints, rate, console, eval_batches)
             loop.agree = engine.any_process if cluster.several else None
             loop.processes = cluster.num_processes
-            state, start = loop.start(resume, placement, backend, sharding)
+            state, start = loop.start(resume, placement, backend, sharding, warm)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
             if eval_before and loop.has_dev and start == 0:
@@ -195,19 +207,21 @@ class _Loop:
         placement: Placement | None,
         backend: str,
         sharding: ShardingPlan | None = None,
+        warm: WarmStart | None = None,
     ) -> tuple[dict[str, Any], int]:
-        """The state to train from, and its step: a fresh one, or the newest good checkpoint
-        (damaged newer ones set aside, with a warning naming each)."""
+        """The state to train from, and its step: a fresh one (with the params of a `warm`
+        start), or the newest good checkpoint (damaged newer ones set aside, with a warning
+        naming each)."""
         session, run = self.session, self.run
         seed = int(session.train_config["seed"])
         given = self.steps.initial()
-        warm = None if resume else warm_start(session.resolved, self._params())
         if warm is not None:
             given |= warm.given
             self.console.print(warm.summary(), soft_wrap=True)
         state = self.model.init(seed, given)
         if not resume:
             info = self._info(backend, seed, placement, sharding)
+            info[identity.KEY] = identity.record(session)
             if warm is not None:
                 info["init_from"] = warm.record()
             run.start(session.program, session.resolved, info)
@@ -222,11 +236,7 @@ class _Loop:
         return state, start
 
     def _params(self) -> dict[str, Any]:
-        """The model's params by name (every task's, a shared one once)."""
-        session = self.session
-        if isinstance(session, Joint):
-            return session.multi.params
-        return dict(session.graph.params)
+        return _params(self.session)
 
     def _info(
         self,
@@ -284,8 +294,17 @@ class _Loop:
             f"{NAMES.get(signum, signum)}: stopping after this step with a checkpoint "
             "(again to abort at once, losing the steps since the last checkpoint)"
         )
+
+        def checkpoint(done: int, state: dict[str, Any]) -> None:
+            self.flush(done)  # (`save` would) first: the bar shows the loss it saves with
+            if self.history:
+                tps = self.history[-1].get("tokens_per_s", 0.0)
+                bar.update(job, loss=self._losses(), tps=tps)
+            self.save(done, state)
+
         with bar, StopRequests(announce) as stop:
-            job = bar.add_task("train", total=self.total, completed=start, loss="nan", tps=0.0)
+            # no loss yet: a dash, not "nan", which would read as a loss that diverged
+            job = bar.add_task("train", total=self.total, completed=start, loss="-", tps=0.0)
             for step in range(start, self.total):
                 state, metrics = self.steps.step(state, next(batches), self.rate(step))
                 done = step + 1
@@ -304,7 +323,7 @@ class _Loop:
                     self.console.print(f"step {done}: dev {shown}")
                     stale = self.patience.update(done, dev)
                 if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total or stale:
-                    self.save(done, state)
+                    checkpoint(done, state)
                 if stale and done < self.total:
                     self.console.print(self.patience.explain(done))
                     self.run.log({"step": done, "split": "train", "early_stop": True})
@@ -314,7 +333,7 @@ class _Loop:
                 if self.agree is not None:
                     asked = self.agree(asked)
                 if asked and done < self.total:
-                    self.save(done, state)
+                    checkpoint(done, state)
                     raise Interrupted(done, stop.signum or signal.SIGTERM)
         return state
 
@@ -385,22 +404,60 @@ class _Loop:
             else "no checkpoint was written before it"
         )
         of = f" of task `{task}`" if self.steps.several else ""
+        fix = "lower the learning rate, set train.clip_norm, or check the data"
+        if last is None:
+            then = (
+                "then train again: no checkpoint was written, so there is nothing to resume and "
+                "the same --run-dir starts anew"
+            )
+        else:  # a resume must keep the optimizer's settings, and would meet the same batches
+            source = json.dumps(str(self.run.path))
+            then = (
+                "then start a new run (another --run-dir), from scratch or from the last good "
+                f"weights: --set 'train.init_from=checkpoint({source}, step = {last})' (a "
+                "resume keeps the settings that diverged)"
+            )
         return LossNotFinite(
             f"the training loss{of} became {loss} at step {step}; {where}",
             span=resolved.span("train.optimizer") or resolved.span("train"),
             path=str(self.run.path),
             code="loss-not-finite",
-            hint="lower the learning rate, set train.clip_norm, or check the data; then resume "
-            "from the last checkpoint (--resume) or start anew",
+            hint=f"{fix}; {then}",
         )
 
     def save(self, done: int, state: dict[str, Any]) -> None:
         """A checkpoint of `state` at step `done`, once its metrics are known to be finite."""
         self.flush(done)
         if self.checkpoints.latest() != done:
-            self.checkpoints.save(done, state)
+            if self.agree is not None:  # every process still there: a collective save started
+                self.agree(False)  # with one gone would wait for it, and leave a half step
+            try:
+                self.checkpoints.save(done, state)
+            except NoSpace as e:
+                raise self._no_space(e) from None
             minutes = (time.perf_counter() - self.started) / 60.0
             self.run.log({"step": done, "split": "checkpoint", "minutes": minutes})
+
+    def _no_space(self, e: NoSpace) -> CheckpointNoSpace:
+        """The run's error for a checkpoint its device had no room for: what is intact, and
+        what to do (`seqc.run.commands` adds the command that continues the run)."""
+        last = self.checkpoints.latest()
+        room = f"{_size(e.free)} free" + (f", about {_size(e.needed)} needed" if e.needed else "")
+        if last is None:
+            intact = "no checkpoint was written before it"
+        elif last == e.step:
+            intact = f"checkpoint {last} was written, without its checksums (it reads as it is)"
+        else:
+            intact = f"checkpoint {last} is intact"
+        error = CheckpointNoSpace(
+            f"no space left on {e.device} writing checkpoint {e.step} ({room}); {intact}",
+            path=str(e.directory),
+            code="no-space",
+            hint=f"free space on {e.device}, then "
+            + ("continue the run with --resume" if last is not None else "train again"),
+        )
+        error.device, error.last = e.device, last
+        return error
 
     def evaluate(self, state: dict[str, Any], step: int) -> dict[str, dict[str, Any]]:
         """Each task's dev figures (a task without dev data is left out), logged."""
@@ -418,6 +475,13 @@ class _Loop:
             self.run.log({"step": step, "split": "dev", **tag, **dev, "minutes": minutes})
             out[task] = dev
         return out
+
+
+def _params(session: Session | Joint) -> dict[str, Any]:
+    """The model's params by name (every task's, a shared one once)."""
+    if isinstance(session, Joint):
+        return session.multi.params
+    return dict(session.graph.params)
 
 
 def _minutes_before(metrics: Path, step: int) -> float:
@@ -534,6 +598,7 @@ def _collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args
             raise
         lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
         cause = lines[0] if not lines[0].endswith(":") else lines[-1]  # TF: "...error:" first
+        engine.leave()  # its exit must not wait for the process that is gone
         raise DeviceError(
             f"process {cluster.process_id}: a collective with the run's other processes failed "
             f"({cause[:300]})",
@@ -551,12 +616,31 @@ def _fetched(metrics: Any) -> dict[str, Any] | None:
         return None
 
 
-def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | None:
+def _sharding(
+    session: Session, placement: Placement | None, cluster: Cluster
+) -> ShardingPlan | None:
     """The sharding plan of the spec's mesh, or None for one device; the training batches must
-    split over its data axes."""
-    if math.prod(mesh_of(session.resolved).values()) == 1:
-        return None
+    split over its data axes. A synchronous run of several processes trains one model over
+    every process's devices: a mesh smaller than the processes (the default `{data: 1}`) would
+    have each train alone, and their collective checkpoint fail after training."""
     resolved = session.resolved
+    mesh = mesh_of(resolved)
+    processes = cluster.num_processes
+    if cluster.several and "ps" not in cluster.spec and math.prod(mesh.values()) < processes:
+        shown = ", ".join(f"{a}: {n}" for a, n in mesh.items())
+        raise CheckError(
+            f"a run of {processes} processes trains one model over every process's devices, "
+            f"but the mesh {{{shown}}} spans {_devices(math.prod(mesh.values()))}",
+            span=resolved.span("distribution.mesh") or resolved.span("distribution"),
+            code="mesh-devices",
+            expected=f"a mesh of at least {processes} devices (processes x devices each)",
+            found=f"{{{shown}}}",
+            hint=f"set the mesh to the run's devices: --set \"distribution.mesh={{data: "
+            f'{processes}}}" for one device per process (more with several each); or train '
+            "in one process",
+        )
+    if math.prod(mesh.values()) == 1:
+        return None
     if placement is not None:
         raise CheckError(
             "a run either places ops on devices (distribution.placement) or shards over a mesh "
@@ -569,6 +653,19 @@ def _sharding(session: Session, placement: Placement | None) -> ShardingPlan | N
     sizes = [b.batch_size for b in session.pipeline.buckets]
     check_batches(plan, sizes, resolved.span(f"{session.task}.input.buckets"))
     return plan
+
+
+def _size(n: float) -> str:
+    """Bytes for a message: `4.5 MiB`."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _devices(n: int) -> str:
+    return f"{n} device" + ("s" if n != 1 else "")
 
 
 def _progress(console: Console, enabled: bool) -> Progress:

@@ -8,7 +8,10 @@ line and point at the TF backend. It runs a sharding plan: the one program on a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +84,16 @@ class JaxBackend:
     def start(self, cluster: Cluster) -> None:
         """`jax.distributed.initialize` for a run of several processes: with the launcher's or
         the flags' coordinator, else from the cluster's environment (SLURM, Open MPI), as JAX
-        detects it. On CPU, collectives across processes go over gloo."""
+        detects it. On CPU, collectives across processes go over gloo, which announces the
+        connections it makes on the process's stdout ("[Gloo] Rank 0 is connected to 1 peer
+        ranks..."), where a command's results go and no log filter looks: a first collective,
+        here, makes them with native stdout pointed at stderr (`seqc.cli` keeps that note out
+        of the output)."""
         if not cluster.several:
             return
         import jax
+
+        from seqc.backends.jax.mesh import barrier
 
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         if cluster.coordinator is not None:
@@ -93,20 +102,14 @@ class JaxBackend:
             )
         else:
             jax.distributed.initialize()
+        if jax.default_backend() == "cpu":
+            with _native_stdout_to_stderr():
+                barrier("seqc-connected")
 
     def any_process(self, flag: bool) -> bool:
-        import jax
+        from seqc.backends.jax.mesh import any_process
 
-        if jax.process_count() == 1:
-            return flag
-        from jax.experimental import multihost_utils
-
-        from seqc.backends.jax.mesh import CollectiveFailed
-
-        try:
-            return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
-        except Exception as e:  # jax raises a ValueError here for a lost peer
-            raise CollectiveFailed(str(e)) from e
+        return any_process(flag)
 
     def barrier(self, name: str) -> None:
         from seqc.backends.jax.mesh import barrier
@@ -116,10 +119,23 @@ class JaxBackend:
     def collective_failure(self, error: BaseException) -> bool:
         import jax
 
-        from seqc.backends.jax.mesh import CollectiveFailed
+        from seqc.backends.jax.mesh import lost_peer
 
-        failed = (CollectiveFailed, jax.errors.JaxRuntimeError)
-        return jax.process_count() > 1 and isinstance(error, failed)
+        return jax.process_count() > 1 and lost_peer(error)
+
+    def leave(self) -> None:
+        """End this process as soon as Python begins to shut down, with the CLI's status for a
+        seqc error (2), once Python's streams are flushed. Two waits on the dead process come
+        after that point: the interpreter joins orbax's save threads, which may be waiting for
+        its part of a checkpoint; then JAX's exit handler (`jax.distributed.shutdown`) waits at
+        a barrier for every process (about 100 s, its heartbeat timeout, before it aborts with
+        a native stack trace). `threading._register_atexit` runs before both (what
+        `concurrent.futures` uses to stop its workers); `atexit` where it is missing."""
+        import atexit
+        import threading
+
+        register = getattr(threading, "_register_atexit", atexit.register)
+        register(_exit_now, 2)
 
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         from seqc.backends.jax.checkpoint import Checkpoints
@@ -209,6 +225,26 @@ class JaxBackend:
         fns = JaxStepFunctions(program, dict(params))
         self._steps[id(program)] = fns
         return fns
+
+
+@contextlib.contextmanager
+def _native_stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 on stderr for a while (Python's own prints are flushed before)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _exit_now(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
 
 
 BACKEND = JaxBackend()

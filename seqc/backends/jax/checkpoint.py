@@ -6,10 +6,21 @@ weights-only one (`seqc convert`) holds `params` and `step`. Both read back as `
 without building the model. Each checkpoint folder also holds the sha256 of its files
 (`seqc.backends.checksums`): orbax restores a flipped bit in a compressed data file without
 noticing, so damage is found by the sums, and reading falls back to the newest good checkpoint.
+
+A save that cannot complete leaves nothing behind: on a full device it is refused before a byte
+is written (`seqc.backends.disk`: orbax's own failure there comes with dozens of log lines and
+tracebacks from its writer threads), and a save that fails anyway (the device filled meanwhile,
+or another process of the run died) has its temporary folder removed and is reported as
+`NoSpace` or `CollectiveFailed`, orbax's log lines about it held back. A temporary folder that
+a killed run left is swept when the next run opens the folder (`cleanup_tmp_directories`).
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +28,9 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from seqc.backends import checksums
+from seqc.backends import checksums, disk
 from seqc.backends.api import Weights
-from seqc.backends.jax.mesh import barrier
+from seqc.backends.jax.mesh import CollectiveFailed, any_process, barrier, lost_peer
 from seqc.backends.weights import newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint, no_step
 
@@ -27,6 +38,10 @@ SUMS = "seqc.sha256"
 """The checksum file inside each step folder."""
 ASIDE = ".corrupt"
 """Suffix of a damaged step folder a resumed run moved out of the way (orbax ignores it)."""
+TMP = ".orbax-checkpoint-tmp"
+"""Suffix of the folder orbax writes a step into before renaming it to the step's number."""
+SETTLE_S = 5.0
+"""How long a failed save's leftovers are removed again as its writes under way land."""
 
 
 def _files(folder: Path) -> list[Path]:
@@ -45,19 +60,58 @@ class Checkpoints:
         self.directory = directory.resolve()
         self.keep = keep
         self.skipped: list[str] = []
+        self._lost = False
+        """A save failed because another process died: orbax still waits for it."""
         self.manager = self._manager()
 
     def _manager(self) -> ocp.CheckpointManager:
-        options = ocp.CheckpointManagerOptions(max_to_keep=self.keep, create=True)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=self.keep,
+            create=True,
+            cleanup_tmp_directories=True,  # a killed run's half-written step: never a step
+        )
         return ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, step: int, state: dict[str, Any]) -> None:
-        self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
-        self.manager.wait_until_finished()
-        if jax.process_index() == 0:  # one writer of the sums, as of the checkpoint's commit
-            folder = self.directory / str(step)
-            checksums.write(folder / SUMS, folder, _files(folder))
+        needed = _nbytes(state)
+        short = disk.free_bytes(self.directory) < needed
+        if any_process(short):  # every process refuses together: none waits in the save
+            raise disk.no_space(step, self.directory, needed)
+        quiet = _Quiet().hold()
+        try:
+            self.manager.save(step, args=ocp.args.StandardSave(state), force=True)
+            self.manager.wait_until_finished()
+            if jax.process_index() == 0:  # one writer of the sums, after the commit
+                folder = self.directory / str(step)
+                checksums.write(folder / SUMS, folder, _files(folder))
+        except Exception as e:
+            full, lost = disk.is_full(e), jax.process_count() > 1 and lost_peer(e)
+            if not (full or lost):
+                quiet.release()
+                raise
+            quiet.keep()
+            self._discard(step)
+            if full:
+                raise disk.no_space(step, self.directory, needed) from None
+            self._lost = True
+            raise CollectiveFailed(str(e)) from None
+        quiet.release()
         barrier(f"seqc-saved-{step}")
+
+    def _discard(self, step: int) -> None:
+        """What a failed save of `step` wrote: orbax's temporary folder (a committed step keeps
+        its folder, without sums: it reads as it is) and the sums' own temporary file. The
+        save's writes already under way go on after it failed, into the folder they make
+        again: removed until it stays gone (`SETTLE_S` at most; else the next run sweeps it)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            for tmp in self.directory.glob(f"{step}{TMP}*"):
+                shutil.rmtree(tmp, ignore_errors=True)
+            time.sleep(0.25)
+            if not any(self.directory.glob(f"{step}{TMP}*")) or time.monotonic() > deadline:
+                break
+        sums = self.directory / str(step) / SUMS
+        sums.with_name(sums.name + ".tmp").unlink(missing_ok=True)
 
     def latest(self) -> int | None:
         return self.manager.latest_step()
@@ -98,7 +152,60 @@ class Checkpoints:
         self.manager.reload()
 
     def close(self) -> None:
-        self.manager.close()
+        if not self._lost:  # else closing waits for the dead process's part of the save
+            self.manager.close()
+
+
+def _nbytes(state: dict[str, Any]) -> int:
+    """The bytes of a state's arrays (whole, not per process): about what its checkpoint takes
+    (orbax's compression gains little on weights and moments)."""
+    return sum(int(getattr(x, "nbytes", 0)) for x in jax.tree.leaves(state))
+
+
+class _Quiet(logging.Filter):
+    """What orbax says while a save runs, held back: the records of its logger (absl's), and
+    the failures of its closed event loops. When a write fails, orbax closes the event loop of
+    its call while TensorStore's other writes are still completing; each of their callbacks
+    then fails with "Event loop is closed", an unraisable exception printed with its traceback,
+    by the dozen, some after the save has raised. A failed save is said once, by the error
+    seqc raises for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self._logger = logging.getLogger("absl")
+        self._previous = sys.unraisablehook
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+    def _unraisable(self, info: Any) -> None:
+        exc = info.exc_value
+        if not (isinstance(exc, RuntimeError) and "Event loop is closed" in str(exc)):
+            self._previous(info)
+
+    def hold(self) -> _Quiet:
+        """Begin holding back; then `release` (the save went well) or `keep` (it failed)."""
+        self._logger.addFilter(self)
+        sys.unraisablehook = self._unraisable
+        return self
+
+    def release(self) -> None:
+        """Let it all through as it came: the save went on, or failed for a reason seqc does not
+        say itself."""
+        self._logger.removeFilter(self)
+        if sys.unraisablehook == self._unraisable:
+            sys.unraisablehook = self._previous
+        records, self.records = self.records, []
+        for record in records:
+            self._logger.handle(record)
+
+    def keep(self) -> None:
+        """Keep the failed save's leftovers quiet for as long as the process lives (it ends with
+        seqc's error for the save): its threads may still log, its callbacks still fail."""
+        self.records.clear()
+        self.filter = lambda record: False  # type: ignore[method-assign]
 
 
 def steps(directory: Path) -> list[int]:

@@ -11,6 +11,7 @@ any number of processes sees the same data as on one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -102,6 +103,19 @@ class CollectiveFailed(RuntimeError):
     """A collective across processes (agreeing to stop, a barrier) that did not complete."""
 
 
+GLOO_FAILED = re.compile(r"Gloo \w+ failed")
+"""How gloo (JAX's CPU collectives across processes) reports a collective another process
+left: `UNKNOWN: Gloo AllGather failed: ... Connection reset by peer`, raised as a `ValueError`
+(by orbax's barriers too)."""
+
+
+def lost_peer(error: BaseException) -> bool:
+    """Whether `error` is the report of a collective across processes that failed: one of ours,
+    the runtime's, or gloo's."""
+    failed = (CollectiveFailed, jax.errors.JaxRuntimeError)
+    return isinstance(error, failed) or bool(GLOO_FAILED.search(str(error)))
+
+
 def barrier(name: str) -> None:
     """Every process of a multi-process run waits here (a no-op on one)."""
     if jax.process_count() > 1:
@@ -111,3 +125,15 @@ def barrier(name: str) -> None:
             multihost_utils.sync_global_devices(name)
         except Exception as e:  # jax raises a ValueError for a lost peer
             raise CollectiveFailed(str(e)) from e
+
+
+def any_process(flag: bool) -> bool:
+    """Whether `flag` is set on any process (each calls this, together); `flag` on one."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils
+
+    try:
+        return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+    except Exception as e:  # jax raises a ValueError here for a lost peer
+        raise CollectiveFailed(str(e)) from e

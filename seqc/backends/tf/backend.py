@@ -125,6 +125,10 @@ class TfBackend:
         lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
         return isinstance(error, (*lost, tf.errors.DeadlineExceededError))
 
+    def leave(self) -> None:
+        """Nothing is skipped: TF registers no exit step that waits for the other processes
+        (JAX's does; `seqc.backends.jax.backend`)."""
+
     def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
         if self._ps is not None:
             from seqc.backends.tf.ps_model import PsCheckpoints

@@ -11,6 +11,12 @@ collectives, which every worker joins), but one folder has one writer: TF's docu
 is that the chief writes the real checkpoint and the others write theirs to a scratch folder
 they delete at once. `TfCheckpoints(..., writer=False)` is such another worker's store; it
 restores from the real folder like the writer.
+
+A save the device has no room for (TF raises `ResourceExhaustedError`: "No space left on
+device") leaves nothing of itself: its temporary folder and any file of its step are removed,
+and it is reported as `NoSpace` (`seqc.backends.disk`), the checkpoints before it intact. A
+temporary folder that a killed run left (`ckpt-N_temp`) is swept when the next run opens the
+folder.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends import checksums
+from seqc.backends import checksums, disk
 from seqc.backends.api import Weights
 from seqc.backends.weights import newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint, no_step
@@ -35,6 +41,8 @@ SUMS = ".sha256"
 """`ckpt-<step>.sha256`: the sha256 of that checkpoint's files (`seqc.backends.checksums`)."""
 ASIDE = ".corrupt"
 """Suffix of the files of a damaged checkpoint a resumed run moved out of the way."""
+TEMP = "_temp"
+"""Suffix of the folder TF writes a checkpoint's shards into (`ckpt-N_temp`) before merging."""
 
 
 def _trackable(state: dict[str, Any]) -> tf.train.Checkpoint:
@@ -103,6 +111,9 @@ class TfCheckpoints:
         # saved or restored itself (the chief may already have written the next one, and the
         # loop's `latest() != step` test must give the same answer on every worker).
         self._last = None if writer else self._newest()
+        if writer:  # the run owns the folder now: a killed run's half-written step goes
+            for stale in self.directory.glob(f"{PREFIX}-*{TEMP}"):
+                shutil.rmtree(stale, ignore_errors=True)
 
     def _for(self, state: dict[str, Any]) -> tf.train.CheckpointManager:
         if self._manager is None or self._bound is not state:
@@ -125,13 +136,30 @@ class TfCheckpoints:
                 shutil.rmtree(scratch, ignore_errors=True)
             self._last = step
             return
-        self._for(state).save(checkpoint_number=step)
-        checksums.write(_sums(self.directory, step), self.directory, _files(self.directory, step))
+        try:
+            self._for(state).save(checkpoint_number=step)
+            checksums.write(
+                _sums(self.directory, step), self.directory, _files(self.directory, step)
+            )
+        except Exception as e:
+            if not disk.is_full(e):
+                raise
+            self._discard(step)
+            raise disk.no_space(step, self.directory) from None
         kept = set(steps(self.directory))
         for stale in self.directory.glob(f"{PREFIX}-*{SUMS}"):  # sums of deleted checkpoints
             number = stale.name[len(PREFIX) + 1 : -len(SUMS)]
             if number.isdigit() and int(number) not in kept:
                 stale.unlink()
+
+    def _discard(self, step: int) -> None:
+        """Everything a failed save of `step` wrote: its temporary folder, its files, its sums
+        (the `checkpoint` state file, written last, still names the step before)."""
+        shutil.rmtree(self.directory / f"{PREFIX}-{step}{TEMP}", ignore_errors=True)
+        sums = _sums(self.directory, step)
+        for p in [*_files(self.directory, step), sums, sums.with_name(sums.name + ".tmp")]:
+            p.unlink(missing_ok=True)
+        self._manager = None  # it counts the step as written: a new one reads the folder
 
     def latest(self) -> int | None:
         return self._newest() if self.writer else self._last
