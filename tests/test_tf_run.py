@@ -150,6 +150,16 @@ def test_wrong_shapes_name_the_tensor_and_both_shapes(lm: Path, tmp_path: Path) 
     assert runner.invoke(app, [*args, "--set", "train.steps=1"]).exit_code == 0
     result = runner.invoke(app, ["eval", *base, "--run-dir", run, "--set", "lm.model.d=16"])
     assert result.exit_code == 2, result.output
+    # the run's record names the model it trained: refused before a weight is read
+    flat = " ".join(result.output.split())
+    assert "run-mismatch" in flat and "lm.model.d: 32 when trained, 16 now" in flat
+    # a run from before that record: the weights themselves are compared with the model
+    info_path = Path(run) / "run.json"
+    info = json.loads(info_path.read_text())
+    del info["identity"]
+    info_path.write_text(json.dumps(info))
+    result = runner.invoke(app, ["eval", *base, "--run-dir", run, "--set", "lm.model.d=16"])
+    assert result.exit_code == 2, result.output
     assert "checkpoint-mismatch" in result.output and "Traceback" not in result.output
     flat = " ".join(result.output.split())
     assert "TensorFlow checkpoint" in flat and "does not fit this model" in flat

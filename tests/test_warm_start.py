@@ -302,5 +302,6 @@ def test_a_missing_step_is_named(tmp_path: Path, runs: dict) -> None:
     err = e.value
     assert err.code == "no-checkpoint"
     assert err.span is not None and err.span.line == INIT_LINE
-    assert "ckpt-9" in err.message and str(run) in err.message
+    assert "step 9" in err.message and str(run) in err.message
+    assert err.found is not None and err.found.startswith("steps ")
     assert err.hint is not None and "--resume" not in err.hint

@@ -255,9 +255,7 @@ def no_step(directory: object, step: int, held: Iterable[int]) -> FileError:
         path=str(directory),
         code="no-checkpoint",
         found=f"steps {', '.join(map(str, steps))}" if steps else "no checkpoint at all",
-        hint=f"name a step it holds (--checkpoint {directory}/{steps[-1]})"
-        if steps
-        else "train first",
+        hint=f"name a step it holds (the newest is {steps[-1]})" if steps else "train first",
     )
 
 
