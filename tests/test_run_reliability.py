@@ -241,6 +241,23 @@ def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Pat
     assert _train(spec, run, "train.steps=8", resume=True).exit_code == 0
 
 
+def test_the_dev_evaluations_around_a_run_are_said_and_can_be_skipped(
+    spec: Path, tmp_path: Path
+) -> None:
+    """With `eval_every = 0` a 5-step run at V = 96k still spent minutes in the full-vocabulary
+    dev evaluations before and after training, saying nothing while they ran."""
+    said = _train(spec, tmp_path / "a", "train.steps=2")
+    assert said.exit_code == 0, said.output
+    assert "evaluating on dev before training" in said.output
+    assert "evaluating on dev after 2 steps" in said.output
+    args = ["train", *_args(spec, tmp_path / "b", "train.steps=2"), "--no-progress"]
+    skipped = runner.invoke(app, [*args, "--no-dev-eval"])
+    assert skipped.exit_code == 0, skipped.output
+    assert "evaluating" not in skipped.output and "dev perplexity" not in skipped.output
+    records = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert not any(json.loads(r)["split"] == "dev" for r in records)
+
+
 # ---------------------------------------------------------------------------- checkpoints
 
 

@@ -152,6 +152,13 @@ def train_cmd(
     cache_dir: CacheOpt = None,
     backend: BackendOpt = None,
     progress: Annotated[bool, typer.Option(help="Show the progress bar.")] = True,
+    dev_eval: Annotated[
+        bool,
+        typer.Option(
+            help="Evaluate on dev before and after training (--no-dev-eval: skip both; at a "
+            "large vocabulary each takes minutes). `train.eval_every` sets those in between."
+        ),
+    ] = True,
     prompt: Annotated[str, typer.Option(help="Prompt of the sample printed at the end.")] = "",
     coordinator: Annotated[
         str | None,
@@ -210,7 +217,8 @@ def train_cmd(
             resume=resume,
             console=err,
             progress=progress and cluster.primary,
-            eval_before=not resume,
+            eval_before=dev_eval and not resume,
+            eval_after=dev_eval,
             backend=name,
             cluster=cluster,
         )

@@ -91,6 +91,7 @@ def train(
     eval_batches: int = 50,
     progress: bool = True,
     eval_before: bool = False,
+    eval_after: bool = True,
     backend: str = "jax",
     model_options: dict[str, Any] | None = None,
     cluster: Cluster | None = None,
@@ -148,11 +149,17 @@ def train(
             state, start = loop.start(resume, placement, backend, sharding, warm)
             result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
             loop.result = result
+            # the dev evaluations around a run (`seqc train --no-dev-eval` skips them) are said
+            # as they start: at a large vocabulary one takes minutes
             if eval_before and loop.has_dev and start == 0:
+                if cluster.primary:
+                    console.print(loop.evaluating("before training"), soft_wrap=True)
                 result.tasks_before = loop.evaluate(state, 0)
             result.state = _collective(engine, cluster, loop.train, state, start, progress)
             result.steps = loop.stopped_at or result.steps
-            if loop.has_dev:
+            if eval_after and loop.has_dev:
+                if cluster.primary:
+                    console.print(loop.evaluating(f"after {result.steps} steps"), soft_wrap=True)
                 result.tasks_after = loop.evaluate(result.state, result.steps)
             if not steps.several:  # one task: its figures as they are
                 name = session.resolved.tasks[0]
@@ -458,6 +465,11 @@ class _Loop:
         )
         error.device, error.last = e.device, last
         return error
+
+    def evaluating(self, when: str) -> str:
+        """The line said as a dev evaluation around the run starts."""
+        batches = f"at most {self.eval_batches} batches" if self.eval_batches else "all of it"
+        return f"evaluating on dev {when} ({batches}; --no-dev-eval skips this)"
 
     def evaluate(self, state: dict[str, Any], step: int) -> dict[str, dict[str, Any]]:
         """Each task's dev figures (a task without dev data is left out), logged."""
