@@ -226,6 +226,15 @@ def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Pat
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == held  # none set aside
     scored = runner.invoke(app, ["eval", *_args(spec, run)])
     assert scored.exit_code == 2 and "run-mismatch" in scored.output, scored.output
+    # a run from before the record: the restore fails, and the checkpoint stays where it is
+    info = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({k: v for k, v in info.items() if k != "identity"}))
+    legacy = _train(spec, run, "train.steps=8", resume=True)
+    assert legacy.exit_code == 2 and "checkpoint-mismatch" in legacy.output, legacy.output
+    assert "nothing was moved" in " ".join(legacy.output.split())
+    assert "Event loop is closed" not in legacy.output and "Traceback" not in legacy.output
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == held
+    (run / "run.json").write_text(json.dumps(info))
     layers.write_text(text)
     heads = runner.invoke(app, ["eval", *_args(spec, run, "lm.model.heads=4")])
     assert heads.exit_code == 2 and "lm.model.heads: 2 when trained, 4 now" in heads.output

@@ -95,14 +95,35 @@ def unreadable(path: Path, why: str | Exception, step: int) -> FileError:
     )
 
 
+class CheckpointDamaged(FileError):
+    """A checkpoint whose own sums say its files changed: the one case in which a run sets a
+    checkpoint aside (a restore that fails for another reason, such as a model that is not the
+    one that wrote it, leaves it where it is)."""
+
+
+def damaged(path: Path, why: str, step: int) -> CheckpointDamaged:
+    """The error of a checkpoint its sums find damaged (`checksums.verify`'s `why`)."""
+    return CheckpointDamaged(
+        f"checkpoint {step} at {path} cannot be read: {why}",
+        path=str(path),
+        code="bad-checkpoint",
+        hint="it is damaged; an older checkpoint is used when there is one, or name one with "
+        "--checkpoint RUN/checkpoints/N",
+    )
+
+
 def newest_readable(
     directory: Path,
     steps: Iterable[int],
     read: Callable[[int], T],
     set_aside: Callable[[int], None] | None = None,
 ) -> tuple[T, list[str]]:
-    """`read` of the newest step that can be read, and why each newer one could not; a
-    damaged one is passed to `set_aside` (a resumed run moves it out of the way)."""
+    """`read` of the newest step that can be read, and why each newer one could not.
+
+    With `set_aside` (a run about to resume from it), a checkpoint its sums find damaged is
+    passed to it (moved out of the way) and the next older one tried; one that fails to restore
+    for any other reason stops the resume there, moving nothing: its files are as written, so
+    the model asking for it is what differs, and an older checkpoint would only hide that."""
     skipped: list[str] = []
     ordered = sorted(steps, reverse=True)
     if not ordered:
@@ -110,10 +131,23 @@ def newest_readable(
     for step in ordered:
         try:
             return read(step), skipped
-        except FileError as e:
+        except CheckpointDamaged as e:
             skipped.append(e.message)
             if set_aside is not None:
                 set_aside(step)
+        except FileError as e:
+            if set_aside is not None:
+                raise FileError(
+                    f"checkpoint {step} in {directory} does not restore into this run's model, "
+                    "though its files pass their checks (or have no sums to check): the model "
+                    "differs from the one that wrote it",
+                    path=str(directory),
+                    code="checkpoint-mismatch",
+                    found=e.message,
+                    hint="resume with the run's own spec (its frozen copy is in RUN/spec) and "
+                    "settings; nothing was moved",
+                ) from e
+            skipped.append(e.message)
     listed = "".join(f"\n  - {line}" for line in skipped)
     raise FileError(
         f"no checkpoint in {directory} can be read:{listed}",

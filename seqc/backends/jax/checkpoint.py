@@ -31,7 +31,7 @@ import orbax.checkpoint as ocp
 from seqc.backends import checksums, disk
 from seqc.backends.api import Weights
 from seqc.backends.jax.mesh import CollectiveFailed, any_process, barrier, lost_peer
-from seqc.backends.weights import newest_readable, unreadable
+from seqc.backends.weights import damaged, newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint, no_step
 
 SUMS = "seqc.sha256"
@@ -52,7 +52,7 @@ def _check(directory: Path, step: int) -> None:
     folder = directory / str(step)
     problem = checksums.verify(folder / SUMS, folder)
     if problem is not None:
-        raise unreadable(folder, problem, step)
+        raise damaged(folder, problem, step)
 
 
 class Checkpoints:
@@ -134,10 +134,14 @@ class Checkpoints:
             raise no_checkpoint(self.directory / str(step))
         _check(self.directory, step)
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        quiet = _Quiet().hold()  # a failed restore's reads fail as a failed save's writes do
         try:
-            return self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
+            restored = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
         except Exception as e:  # orbax raises many kinds; all mean the same to a user
+            quiet.keep()
             raise unreadable(self.directory / str(step), e, step) from e
+        quiet.release()
+        return restored
 
     def _set_aside(self, step: int) -> None:
         """Move a damaged checkpoint out of the way: kept for inspection, and its step free

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from seqc.backends import checksums, disk
 from seqc.backends.api import Weights
-from seqc.backends.weights import newest_readable, unreadable
+from seqc.backends.weights import damaged, newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint, no_step
 
 PREFIX = "ckpt"
@@ -91,7 +91,7 @@ def _sums(directory: Path, step: int) -> Path:
 def _check(directory: Path, step: int) -> None:
     problem = checksums.verify(_sums(directory, step), directory)
     if problem is not None:
-        raise unreadable(directory / f"{PREFIX}-{step}", problem, step)
+        raise damaged(directory / f"{PREFIX}-{step}", problem, step)
 
 
 class TfCheckpoints:
