@@ -384,3 +384,16 @@ def test_the_remake_command_is_the_placements_own(tmp_path: Path) -> None:
     assert command.count("--set") == 2 and wide in command and buckets in command
     assert command[-2:] == ["--json", str(profiled)]
     assert json.loads(profiled.read_text())["graph"]  # the profile names its graph's signature
+
+
+def test_seqc_train_refuses_what_the_spec_decides_before_reading_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mix naming no task of the experiment: `train` read (here: looked for) the corpus
+    first, and a missing corpus hid the spec's own error."""
+    monkeypatch.chdir(tmp_path)  # no prepared corpus here
+    spec = Path(__file__).resolve().parents[1] / "examples" / "mt" / "bible_both_ways.seq"
+    args = ["train", str(spec), "-e", "mt.bible.both_ways.smoke", "--run-dir", "run"]
+    result = CliRunner().invoke(app, [*args, "--set", "train.mix={xx: 1}"])
+    assert result.exit_code == 2 and "[unknown-task]" in result.output, result.output
+    assert "missing-data" not in result.output and not (tmp_path / "run").exists()

@@ -179,11 +179,15 @@ def train_cmd(
     from seqc.run.cluster import cluster_from
     from seqc.run.interrupt import Interrupted
     from seqc.run.train import CheckpointNoSpace, train
+    from seqc.run.train_checks import check_strategy
 
     _check_backend(backend)
     cluster = cluster_from(coordinator, num_processes, process_id)
-    name = backend or _experiment_backend(spec, experiment, set_)
+    resolved = _resolved(spec, experiment, set_)
+    name = backend or str(resolved.config["backend"])
     engine = registry.backend(name)
+    # what the spec alone decides is refused before the processes join or the data is read
+    check_strategy(resolved, engine, cluster)
     engine.start(cluster)  # before any computation; a parameter server serves here
     if cluster.several and not cluster.primary:
         engine.barrier("seqc-data")  # process 0 prepares the data's caches first
@@ -293,13 +297,13 @@ def _headline(dev: dict[str, Any], when: str) -> str:
     return f"dev {name} {when}: {value:.2f}"
 
 
-def _experiment_backend(spec: Path, experiment: str, set_: list[str] | None) -> str:
-    """The experiment's `backend`, read before its data (a run's processes must join before
-    any of them computes)."""
+def _resolved(spec: Path, experiment: str, set_: list[str] | None) -> Any:
+    """The resolved experiment, read before its data: its `backend` (a run's processes must
+    join before any of them computes) and what it refuses on the spec alone."""
     from seqc.resolve.experiment import resolve
     from seqc.resolve.program import load_program
 
-    return str(resolve(load_program(spec), experiment, set_ or []).config["backend"])
+    return resolve(load_program(spec), experiment, set_ or [])
 
 
 DEV_LIMIT = 200
