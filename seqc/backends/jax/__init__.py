@@ -1,2 +1,3 @@
 """The JAX backend: interprets the op graph inside `jax.jit`; trains with optax, checkpoints
-with orbax. `ops.py` is the primitive table; the other backends mirror its names."""
+with orbax. `ops.py` is the primitive table over `context.py`'s `Ctx`; the other backends mirror
+its names."""

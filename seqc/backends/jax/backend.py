@@ -181,7 +181,8 @@ class JaxBackend:
         import jax
         import jax.numpy as jnp
 
-        from seqc.backends.jax.ops import Ctx, run_graph
+        from seqc.backends.jax.context import Ctx
+        from seqc.backends.jax.ops import run_graph
         from seqc.backends.timing import median_seconds
 
         feeds = {k: jax.device_put(v) for k, v in inputs.items()}

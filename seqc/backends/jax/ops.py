@@ -2,15 +2,14 @@
 hooks the shared interpreter (`seqc.backends.interpret`) needs of JAX (`MACHINE`).
 
 Each primitive takes the op's input arrays, its attrs, and a `Ctx` (symbol sizes, rng, training
-flag), and returns one array. Keeping this a flat table, like Keras' per-backend op modules, is
-what lets the TF and ONNX backends mirror it name for name. A scan runs its body graph with
-`jax.lax.scan` over the time axis.
+flag: `seqc.backends.jax.context`), and returns one array. Keeping this a flat table, like Keras'
+per-backend op modules, is what lets the TF and ONNX backends mirror it name for name. A scan
+runs its body graph with `jax.lax.scan` over the time axis.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -19,6 +18,7 @@ import numpy as np
 import optax
 
 from seqc.backends import interpret
+from seqc.backends.jax.context import DTYPES, Ctx
 from seqc.backends.jax.lazy_rows import LazyTable
 from seqc.backends.jax.linear_ce import linear_cross_entropy
 from seqc.backends.primitives import registrar
@@ -26,39 +26,6 @@ from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
 from seqc.compiler.lower import fused_loss
 from seqc.compiler.lower.fused_loss import rows_per_chunk
-
-DTYPES = {
-    "float32": jnp.float32,
-    "bfloat16": jnp.bfloat16,
-    "float16": jnp.float16,
-    "int32": jnp.int32,
-    "int64": jnp.int64,
-    "bool": jnp.bool_,
-}
-
-
-@dataclass
-class Ctx(interpret.Ctx):
-    """The interpreter's context, with JAX's randomness and compute dtype."""
-
-    rng: jax.Array | None = None
-    compute_dtype: Any = jnp.float32
-    counter: int = 0
-    rows: tuple[Any, int] | None = None
-    """(index, count) when this program computes one device's rows of a batch split `count`
-    ways (`seqc.backends.jax.data_parallel`): random masks are drawn for the whole batch and
-    this device keeps its rows, so they do not depend on how the batch is split."""
-
-    def next_key(self) -> jax.Array:
-        assert self.rng is not None, "dropout in training needs an rng"
-        self.counter += 1
-        return jax.random.fold_in(self.rng, self.counter)
-
-    def shape(self, shape: tuple) -> tuple[int, ...]:
-        """Sizes of a shape's dims. A dim no input binds (a convolution's output length,
-        "((N-400)//160+1)") is -1, which a reshape infers (one such dim at most)."""
-        return tuple(d if isinstance(d, int) else self.dims.get(d, -1) for d in shape)
-
 
 Fn = Callable[[list[jax.Array], dict[str, Any], Ctx], jax.Array]
 OPS: dict[str, Fn] = {}

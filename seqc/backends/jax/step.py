@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.backends.jax.context import Ctx
+from seqc.backends.jax.ops import run_graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.signature import DECODE_BUCKET, buffer_length
 

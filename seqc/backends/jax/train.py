@@ -21,8 +21,9 @@ import numpy as np
 import optax
 
 from seqc.backends.jax import data_parallel, lazy_rows
+from seqc.backends.jax.context import Ctx
 from seqc.backends.jax.mesh import Sharded, local
-from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.backends.jax.ops import run_graph
 from seqc.backends.jax.optim import direction
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from importlib import metadata as _metadata
 from typing import Any
 
@@ -31,21 +30,14 @@ import onnx
 from onnx import helper
 
 from seqc.backends import interpret
-from seqc.backends.onnx.ops import DTYPES, OPS, Ctx, constant_dtype
+from seqc.backends.onnx.context import DTYPES, Ctx
+from seqc.backends.onnx.errors import OnnxExportError
+from seqc.backends.onnx.ops import OPS, constant_dtype
 from seqc.compiler.graph import Graph, Op, Shape, TensorType
-from seqc.spec.errors import ExportError
 from seqc.spec.ir import Span
 
 MIN_OPSET = 17
 """`LayerNormalization` and `Shape(start, end)` are what the table needs."""
-
-
-@dataclass
-class OnnxExportError(ExportError):
-    """An op graph or a model that cannot become (or is not) a valid ONNX model; the message
-    names the seqc op kind and layer path, and the span points at the spec line."""
-
-    code: str = "onnx-export"
 
 
 def to_onnx(

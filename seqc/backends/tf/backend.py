@@ -181,7 +181,8 @@ class TfBackend:
     ) -> tuple[float, float]:
         import tensorflow as tf
 
-        from seqc.backends.tf.ops import Ctx, run_graph
+        from seqc.backends.tf.context import Ctx
+        from seqc.backends.tf.ops import run_graph
         from seqc.backends.timing import median_seconds
 
         feeds = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}

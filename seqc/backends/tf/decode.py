@@ -17,12 +17,12 @@ generator: reproducible per seed, but not the reference's numpy stream.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.tf.train import TfModel
+from seqc.compiler.compile import CompiledTask
 from seqc.compiler.signature import buffer_length
 from seqc.resolve.values import CallValue
 
@@ -30,15 +30,31 @@ KINDS = ("greedy", "sample", "beam")
 NEG_INF = float("-inf")
 
 
+class Forward(Protocol):
+    """What a decoder reads of its model: the task (its kind) and the forward pass, traced into
+    the decoding loop. `TfModel` (`seqc.backends.tf.train`) is one, and builds its decoder
+    (`TfModel.decoder`): naming what is read, not the class, keeps this module below the
+    model's instead of the two importing each other."""
+
+    task: CompiledTask
+
+    def forward(
+        self, arrays: Mapping, rng: tf.Tensor | None, training: bool, params: Mapping | None = None
+    ) -> tf.Tensor:
+        """The model's logits for a batch's arrays (`TfModel.forward`)."""
+        ...
+
+
 class TfDecoder:
-    """Decodes with a `TfModel` (a language model or an encoder-decoder), whole loops in-graph.
+    """Decodes with a `TfModel` (a language model or an encoder-decoder; any `Forward`), whole
+    loops in-graph.
 
     `params` is the model's dict of variables (read at every call, so a decoder made before
     training sees the trained values) or of arrays by layer path.
     """
 
     def __init__(
-        self, model: TfModel, params: Mapping[str, Any], bos: int, eos: int, pad: int
+        self, model: Forward, params: Mapping[str, Any], bos: int, eos: int, pad: int
     ) -> None:
         self.model, self.task = model, model.task.kind
         self.bos, self.eos, self.pad = bos, eos, pad

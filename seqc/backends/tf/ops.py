@@ -2,16 +2,16 @@
 the hooks the shared interpreter (`seqc.backends.interpret`) needs of TF (`MACHINE`).
 
 The mirror of `seqc.backends.jax.ops`, name for name: each takes the op's input tensors, its attrs
-and a `Ctx` (symbol sizes, rng seed, training flag), and returns one tensor. Where TF and JAX
-differ in a default, the JAX behaviour is the contract: integer constants are int32 (JAX without
-x64), "same" convolution padding puts the odd step on the right (as XLA does), gelu is the exact
-erf form, and mixed-dtype binary ops promote as `graph._result_dtype` says instead of failing.
+and a `Ctx` (symbol sizes, rng seed, training flag: `seqc.backends.tf.context`), and returns one
+tensor. Where TF and JAX differ in a default, the JAX behaviour is the contract: integer constants
+are int32 (JAX without x64), "same" convolution padding puts the odd step on the right (as XLA
+does), gelu is the exact erf form, and mixed-dtype binary ops promote as `graph._result_dtype`
+says instead of failing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -19,52 +19,14 @@ import tensorflow as tf
 
 from seqc.backends import interpret
 from seqc.backends.primitives import registrar
+from seqc.backends.tf.context import DTYPES, Ctx
 from seqc.backends.tf.lazy_rows import LazyTable
 from seqc.backends.tf.linear_ce import linear_cross_entropy
+from seqc.backends.tf.scan import scan as run_scan
 from seqc.backends.tf.scopes import SIGNAL_SCOPE, layer_scope
 from seqc.compiler import sinusoid
 from seqc.compiler.graph import Graph, Op
 from seqc.compiler.lower import fused_loss
-
-DTYPES = {
-    "float32": tf.float32,
-    "bfloat16": tf.bfloat16,
-    "float16": tf.float16,
-    "int32": tf.int32,
-    "int64": tf.int64,
-    "bool": tf.bool,
-}
-
-
-@dataclass
-class Ctx(interpret.Ctx):
-    """The interpreter's context, with TF's randomness and compute dtype.
-
-    `rng` is a stateless TF seed (int32 or int64 tensor of shape [2]); each dropout folds a
-    counter into it, so a traced `tf.function` draws fresh masks only when given a fresh seed.
-    A dim is an int, or a scalar tensor when the input's shape is dynamic inside `tf.function`.
-    """
-
-    rng: tf.Tensor | None = None
-    compute_dtype: tf.DType = tf.float32
-    counter: int = 0
-    portable: bool = False
-    """Emit only what TFLite's builtin ops express (a scan collects its outputs by concat,
-    not in a TensorArray whose element shape has an unknown batch); slower for training."""
-    parts: dict[tuple[int, int], tuple[Any, dict[int, tf.Tensor]]] = field(default_factory=dict)
-    """(graph, value id) -> the value and, by slice op, its parts, for the slices that
-    partition one value (`partition_slices`). The value is kept to tell a recurrence body's
-    steps apart: each step evaluates the same graph on new values."""
-
-    def next_key(self) -> tf.Tensor:
-        assert self.rng is not None, "dropout in training needs an rng"
-        self.counter += 1
-        return tf.random.experimental.stateless_fold_in(self.rng, self.counter)
-
-    def shape(self, shape: tuple) -> list[Any]:
-        """As JAX's: a dim no input binds is -1, which a reshape infers."""
-        return [d if isinstance(d, int) else self.dims.get(d, -1) for d in shape]
-
 
 Fn = Callable[[list[tf.Tensor], dict[str, Any], Ctx], tf.Tensor]
 OPS: dict[str, Fn] = {}
@@ -505,9 +467,7 @@ class TfMachine(interpret.Machine):
             return super().apply(graph, op, args, ctx)
 
     def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> tf.Tensor:
-        from seqc.backends.tf.scan import scan
-
-        return scan(self, graph, op, args, params, ctx)
+        return run_scan(self, graph, op, args, params, ctx)
 
     def device(self, device: Any) -> Any:
         return tf.device(device) if device else super().device(device)

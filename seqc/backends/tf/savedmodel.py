@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.tf.ops import DTYPES, Ctx, run_graph
+from seqc.backends.tf.context import DTYPES, Ctx
+from seqc.backends.tf.ops import run_graph
 from seqc.compiler.graph import Graph
 
 FORWARD_SIGNATURES = ("serving_default", "logits", "log_probs")

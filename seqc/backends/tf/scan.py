@@ -14,7 +14,7 @@ from typing import Any
 import tensorflow as tf
 
 from seqc.backends import interpret
-from seqc.backends.tf.ops import DTYPES, Ctx
+from seqc.backends.tf.context import DTYPES, Ctx
 from seqc.compiler.graph import Graph, Op
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.tf.ops import Ctx, run_graph
+from seqc.backends.tf.context import Ctx
+from seqc.backends.tf.ops import run_graph
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 

@@ -17,7 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from seqc.backends.tf import lazy_rows
-from seqc.backends.tf.ops import Ctx, run_graph
+from seqc.backends.tf.context import Ctx
+from seqc.backends.tf.decode import TfDecoder
+from seqc.backends.tf.ops import run_graph
 from seqc.backends.tf.optim import optimizer
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.graph import Graph, Param
@@ -230,10 +232,8 @@ class TfModel:
     def logits(self, params: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> tf.Tensor:
         return self._logits(params, {k: tf.convert_to_tensor(v) for k, v in arrays.items()})
 
-    def decoder(self, params: Any, bos: int, eos: int, pad: int) -> Any:
+    def decoder(self, params: Any, bos: int, eos: int, pad: int) -> TfDecoder:
         """Decoding with whole loops inside TF graphs (`seqc.backends.tf.decode`)."""
-        from seqc.backends.tf.decode import TfDecoder
-
         return TfDecoder(self, params, bos, eos, pad)
 
     @staticmethod

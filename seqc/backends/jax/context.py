@@ -1,0 +1,50 @@
+"""The JAX backend's interpreter context (`Ctx`: symbol sizes, rng, training flag, compute dtype)
+and the dtype table its primitives cast with (`DTYPES`).
+
+Its own module in every backend, so the three read alike: in TF both the primitive table and the
+recurrence it runs (`seqc.backends.tf.scan`) need it, in ONNX both the table and the walk that
+emits a scan's body (`seqc.backends.onnx.emit`), and a module of their own keeps those pairs
+from importing each other. JAX runs its scan inside `ops`, so here it is layout, not necessity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from seqc.backends import interpret
+
+DTYPES = {
+    "float32": jnp.float32,
+    "bfloat16": jnp.bfloat16,
+    "float16": jnp.float16,
+    "int32": jnp.int32,
+    "int64": jnp.int64,
+    "bool": jnp.bool_,
+}
+
+
+@dataclass
+class Ctx(interpret.Ctx):
+    """The interpreter's context, with JAX's randomness and compute dtype."""
+
+    rng: jax.Array | None = None
+    compute_dtype: Any = jnp.float32
+    counter: int = 0
+    rows: tuple[Any, int] | None = None
+    """(index, count) when this program computes one device's rows of a batch split `count`
+    ways (`seqc.backends.jax.data_parallel`): random masks are drawn for the whole batch and
+    this device keeps its rows, so they do not depend on how the batch is split."""
+
+    def next_key(self) -> jax.Array:
+        assert self.rng is not None, "dropout in training needs an rng"
+        self.counter += 1
+        return jax.random.fold_in(self.rng, self.counter)
+
+    def shape(self, shape: tuple) -> tuple[int, ...]:
+        """Sizes of a shape's dims. A dim no input binds (a convolution's output length,
+        "((N-400)//160+1)") is -1, which a reshape infers (one such dim at most)."""
+        return tuple(d if isinstance(d, int) else self.dims.get(d, -1) for d in shape)
