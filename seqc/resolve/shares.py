@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, ResolveError, did_you_mean
 

@@ -312,9 +312,9 @@ _INT_CAP = 10**MAX_INT_DIGITS
 
 
 def _too_many_digits(digits: str, span: ir.Span | None, expr: ir.Expr | None) -> CheckError:
-    from seqc.spec.printer import _flat
+    from seqc.spec.printer import format_expr
 
-    text = f"`{_flat(expr)}`" if expr is not None else "this arithmetic"
+    text = f"`{format_expr(expr)}`" if expr is not None else "this arithmetic"
     return CheckError(
         f"{text} is too large to compute",
         span=span,
