@@ -17,8 +17,10 @@ or a new run mode, is added in one place:
   `ExportJob` and loads one back as `StepFunctions`.
 
 Values crossing the contract are numpy arrays (weights by layer path, feeds and fetches) or
-opaque to the caller (a model's state, which only its backend reads). Learning rates are
-computed on the host (`seqc.run.schedule`) and given to each step.
+opaque to the caller (a model's state, which only its backend reads). Configuration crosses it
+typed (`seqc.compiler.config`: `TrainConfig`, `DecodeConfig`), as `compile_task` built it, never
+as the resolved spec: a backend does not import `seqc.resolve`. Learning rates are computed on
+the host (`seqc.run.schedule`) and given to each step.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import DecodeConfig, TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
@@ -89,11 +92,13 @@ class Weights:
 
 
 class Generator(Protocol):
-    """Generates token ids: greedy, sampling or beam search (`seqc.run.decode.Decoder`)."""
+    """Generates token ids: greedy, sampling or beam search
+    (`seqc.run.decoding.search.Decoder`), as `strategy` says (a task's `decode`,
+    `CompiledTask.decode`)."""
 
     def generate(
         self,
-        strategy: Any,
+        strategy: DecodeConfig,
         prompt: list[int],
         src: list[int] | None = None,
         seed: int = 0,
@@ -207,7 +212,7 @@ class StepFunctions(Protocol):
     Why: at beam 4 and 16 sources a step reads and writes tens of megabytes of caches, and
     copying them to the host and back cost more than the step's arithmetic. A runtime whose
     steps gain from more rows says how many sources to decode together in `batch_sources`
-    (`seqc.run.stepbatch`; one at a time without it)."""
+    (`seqc.run.decoding.steps.decode_all`; one at a time without it)."""
 
     def encode(self, feeds: Arrays) -> dict[str, np.ndarray]: ...
 
@@ -254,7 +259,7 @@ class Backend(Protocol):
     def model(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         *,
         placement: Placement | None = None,
         sharding: ShardingPlan | None = None,
@@ -267,7 +272,7 @@ class Backend(Protocol):
     def joint_model(
         self,
         multi: MultiTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
@@ -276,7 +281,10 @@ class Backend(Protocol):
         `train.mix_by = "sum"` a step trains `sum(weights[t] * loss_t)`."""
         ...
 
-    def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore: ...
+    def checkpoints(self, directory: Path, keep: int) -> CheckpointStore:
+        """The store of the checkpoints in `directory`, keeping the newest `keep` of them
+        (`train.keep_checkpoints`) when it saves."""
+        ...
 
     def wrote(self, directory: Path) -> bool:
         """Whether the checkpoints in this folder are this backend's."""

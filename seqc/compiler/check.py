@@ -21,7 +21,7 @@ from seqc.compiler.origins import where
 from seqc.compiler.run_checks import check_run
 from seqc.compiler.sharding import mesh_of
 from seqc.resolve.experiment import ResolvedExperiment, Resolver, resolve
-from seqc.resolve.layers import check_layers
+from seqc.resolve.layers.check import check_layers
 from seqc.resolve.program import Program
 from seqc.spec.parser import gc_paused
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seqc.compiler.config import DecodeConfig, TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.lower import lower_model
 from seqc.compiler.lower.criterion import LABELS as LABEL_INPUT
@@ -64,7 +65,12 @@ class CompiledTask:
     eval_criterion: Graph
     """The same, and `correct` (token accuracy)."""
     config: Mapping[str, Any]
-    """The task's resolved config: input, model, loss, metrics, decode."""
+    """The task's resolved config: input, model, loss, metrics, decode (what the compiler and
+    the run read; a backend reads the typed `train` and `decode` and the properties below)."""
+    train: TrainConfig
+    """The experiment's `train` block, typed (`seqc.compiler.config`)."""
+    decode: DecodeConfig | None
+    """The task's `decode`, typed; None for a task that only scores."""
     train_graph: Graph | None = None
     """The forward graph a training step runs: `graph` itself, or for a sampled loss the graph
     up to the output layer's input (the full logits are never built in training), after the
@@ -92,6 +98,13 @@ class CompiledTask:
     def sampled(self) -> bool:
         """True when the training criterion scores sampled candidates, not the full logits."""
         return self.config["loss"].kind in SAMPLED
+
+    @property
+    def per_sequence(self) -> bool:
+        """True when the loss sums per sequence then averages over sequences (`reduction =
+        "sequence"`), not over tokens: a data-parallel step weighs its replicas by rows."""
+        loss = self.config["loss"]
+        return "reduction" in loss.args and loss.args["reduction"] == "sequence"
 
     @property
     def training_graph(self) -> Graph:
@@ -226,6 +239,8 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train_criterion=train,
         eval_criterion=evaluation,
         config=config,
+        train=TrainConfig.of(resolved.config["train"]),
+        decode=None if config["decode"] is None else DecodeConfig.of(config["decode"]),
         train_graph=train_graph,
         pass_reports=tuple(reports),
         lowered_train_graph=lowered_train_graph,

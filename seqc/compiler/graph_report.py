@@ -5,9 +5,11 @@ one row that sums the rest: a table of 10,000 repeat copies took rich a minute t
 reads no better than its first rows. The graph itself is bounded by `MAX_GRAPH_OPS`. Text from
 the spec (layer and kind names) is printed as written, never read as markup.
 
-A multi-task experiment prints each task's report (its params named as in the joint model; with
+A multi-task experiment reports each task (its params named as in the joint model; with
 `--passes`, what the passes did to the training graph that task's steps run), then the model's
-params, each once, and the params each share gives several tasks (`print_joint_report`).
+params, each once, and the params each share gives several tasks (`joint_report`).
+
+Each report is plain data (`seqc.compiler.tables.Section`); the command line lays it out.
 """
 
 from __future__ import annotations
@@ -15,26 +17,22 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from seqc.compiler.compile import CompiledTask, compile_task
 from seqc.compiler.cost import estimate
 from seqc.compiler.graph import DTYPE_BYTES, Graph
 from seqc.compiler.multitask import MultiTask
+from seqc.compiler.tables import Section, Table
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 
 
-def print_graph_report(
-    console: Console,
+def graph_report(
     program: Program,
     r: ResolvedExperiment,
     task: str,
     graph: Graph | None = None,
     prefix: str = "",
-) -> None:
+) -> Section:
     """One task's model: op, param and FLOP counts, and a row per top-level layer. `graph`: the
     task's forward already compiled (a multi-task model's, with its names), else compiled here;
     `prefix`: the part of its layer paths that names the task (`a.`), kept on each row."""
@@ -53,38 +51,33 @@ def print_graph_report(
         sizes = f"{audio} = {dims[audio]:,} samples ({length} s), T = {dims['T']}"
     cost = estimate(graph, dims)
     kinds = Counter(op.kind for op in graph.ops)
-    console.print(
-        Text.assemble((f"{task}.model", "bold"), f": {model.kind}, lowered for B = 1, {sizes}")
-    )
-    console.print(
-        f"  ops: {cost.op_count} ({', '.join(f'{k} {n}' for k, n in kinds.most_common(8))}, ...)"
-    )
-    console.print(
+    lines = [
+        f"  ops: {cost.op_count} ({', '.join(f'{k} {n}' for k, n in kinds.most_common(8))}, ...)",
         f"  params: {len(graph.params)} tensors, {cost.param_count:,} values "
-        f"({cost.param_bytes / 2**20:.1f} MiB)"
-    )
-    console.print(
+        f"({cost.param_bytes / 2**20:.1f} MiB)",
         f"  forward FLOPs per token: {cost.flops_per_token / 1e6:.2f} M "
-        f"(training step ~3x: {3 * cost.flops_per_token / 1e6:.2f} M)"
-    )
-    console.print(f"  activations per sequence: {cost.activation_bytes / 2**20:.1f} MiB")
-    table = Table(box=None, padding=(0, 2))
-    for col in ("layer", "ops", "params", "MFLOPs/token", "activations KiB"):
-        table.add_column(col, justify="left" if col == "layer" else "right")
+        f"(training step ~3x: {3 * cost.flops_per_token / 1e6:.2f} M)",
+        f"  activations per sequence: {cost.activation_bytes / 2**20:.1f} MiB",
+    ]
+    columns = ("layer", "ops", "params", "MFLOPs/token", "activations KiB")
+    table = Table(columns, right=frozenset(columns[1:]))
     rows = list(_top_level(cost.per_layer, prefix).items())
     if len(rows) > MAX_ROWS:
         rest = rows[MAX_ROWS - 1 :]
         summed = {k: sum(lc[k] for _, lc in rest) for k in ("ops", "params", "flops", "act")}
         rows = [*rows[: MAX_ROWS - 1], (f"... {len(rest):,} more layers", summed)]
     for layer, lc in rows:
-        table.add_row(
-            Text(layer),
-            str(lc["ops"]),
-            f"{lc['params']:,}",
-            f"{lc['flops'] / cost.tokens / 1e6:.3f}",
-            f"{lc['act'] / 1024:.0f}",
+        table.rows.append(
+            (
+                layer,
+                str(lc["ops"]),
+                f"{lc['params']:,}",
+                f"{lc['flops'] / cost.tokens / 1e6:.3f}",
+                f"{lc['act'] / 1024:.0f}",
+            )
         )
-    console.print(table)
+    rest = f": {model.kind}, lowered for B = 1, {sizes}"
+    return Section(f"{task}.model", rest, lines, table)
 
 
 def _audio_dim(graph: Graph) -> str | None:
@@ -102,51 +95,48 @@ def _sample_rate(input_config: dict[str, Any]) -> int:
     return int(args.get("sample_rate", 16000))
 
 
-def print_joint_report(
-    console: Console,
+def joint_report(
     program: Program,
     r: ResolvedExperiment,
     multi: MultiTask,
     *,
     passes: bool = False,
-) -> None:
+) -> list[Section]:
     """Each task's report (with `passes`, and what the passes did to that task's training
     graph: a multi-task run steps each task's own graph, `seqc.backends.*.multitask`), then the
     whole model: its params counted once, and per share the tasks that read its params. The
     sum of the tasks' param counts less the model's is what the shares save."""
+    sections = []
     for name, task in multi.tasks.items():
-        print_graph_report(console, program, r, name, task.graph, prefix=f"{name}.")
+        sections.append(graph_report(program, r, name, task.graph, prefix=f"{name}."))
         if passes:
-            print_pass_report(console, program, r, name, task)
+            sections.append(pass_report(program, r, name, task))
     params, owners = multi.params, multi.owners()
     values = sum(p.size for p in params.values())
     nbytes = sum(p.size * DTYPE_BYTES[p.type.dtype] for p in params.values())
     alone = sum(p.size * len(owners[n]) for n, p in params.items())
-    console.print(
-        Text.assemble(
-            ("model", "bold"),
-            f": {len(multi.tasks)} tasks ({', '.join(multi.tasks)}), {len(multi.shares)} share(s)",
-        )
-    )
-    console.print(
+    rest = f": {len(multi.tasks)} tasks ({', '.join(multi.tasks)}), {len(multi.shares)} share(s)"
+    line = (
         f"  params: {len(params)} tensors, {values:,} values ({nbytes / 2**20:.1f} MiB), each "
         f"once; the tasks alone: {sum(len(o) for o in owners.values())} tensors, "
         f"{alone:,} values"
     )
-    if not multi.shares:
-        return
-    table = Table(box=None, padding=(0, 2))
-    for col in ("share", "tasks", "tensors", "params"):
-        table.add_column(col, justify="left" if col in ("share", "tasks") else "right")
-    for share, uses in multi.shares.items():
-        mine = [p for n, p in params.items() if n == share or n.startswith(share + ".")]
-        table.add_row(
-            Text(share),
-            Text(", ".join(u.split(".", 1)[0] for u in uses)),
-            str(len(mine)),
-            f"{sum(p.size for p in mine):,}",
+    table = None
+    if multi.shares:
+        table = Table(
+            ("share", "tasks", "tensors", "params"), right=frozenset({"tensors", "params"})
         )
-    console.print(table)
+        for share, uses in multi.shares.items():
+            mine = [p for n, p in params.items() if n == share or n.startswith(share + ".")]
+            table.rows.append(
+                (
+                    share,
+                    ", ".join(u.split(".", 1)[0] for u in uses),
+                    str(len(mine)),
+                    f"{sum(p.size for p in mine):,}",
+                )
+            )
+    return [*sections, Section("model", rest, [line], table)]
 
 
 MAX_ROWS = 40
@@ -169,13 +159,12 @@ def _top_level(per_layer: dict[str, Any], prefix: str = "") -> dict[str, dict[st
     return out
 
 
-def print_pass_report(
-    console: Console,
+def pass_report(
     program: Program,
     r: ResolvedExperiment,
     task: str,
     compiled: CompiledTask | None = None,
-) -> None:
+) -> Section:
     """What each of the experiment's passes (`compile { passes }`) did to `task`'s training
     graph: op counts and forward FLOPs before and after, and the op kinds it changed.
     `compiled`: the task already compiled (a multi-task model's), else compiled here."""
@@ -185,33 +174,30 @@ def print_pass_report(
         compiled = compile_task(program, r, task)
     ran = {rep.name: rep for rep in compiled.pass_reports}
     asked = r.config.get("compile", {}).get("passes", DEFAULT_PASSES)
-    console.print(
-        Text.assemble(
-            (f"{task}.model", "bold"),
-            ": passes on the training graph (forward FLOPs at B = 1, T = S = 128; "
-            f"{LOSS_PASS} counts the criterion's ops too)",
-        )
+    rest = (
+        ": passes on the training graph (forward FLOPs at B = 1, T = S = 128; "
+        f"{LOSS_PASS} counts the criterion's ops too)"
     )
-    table = Table(box=None, padding=(0, 2))
-    for col in ("pass", "ops", "MFLOPs", "op kinds changed"):
-        table.add_column(col, justify="right" if col in ("ops", "MFLOPs") else "left")
+    table = Table(("pass", "ops", "MFLOPs", "op kinds changed"), right=frozenset({"ops", "MFLOPs"}))
     docs = {LOSS_PASS: LOSS_PASS_DOC} | {n: p.doc for n, p in PASSES.items()}
     for name, doc in docs.items():
         rep = ran.get(name)
         if rep is None:
             if name in asked:  # fuse_loss, asked for, where it does not apply
                 doc = "not applied: the model does not end in a Softmax scored by cross_entropy"
-            table.add_row(Text(name), "off" if name not in asked else "-", "", Text(doc))
+            table.rows.append((name, "off" if name not in asked else "-", "", doc))
             continue
         changed = [
             f"{kind} {rep.kinds_before[kind]}->{rep.kinds_after[kind]}"
             for kind in sorted(set(rep.kinds_before) | set(rep.kinds_after))
             if rep.kinds_before[kind] != rep.kinds_after[kind]
         ]
-        table.add_row(
-            Text(name),
-            f"{rep.ops_before} -> {rep.ops_after}",
-            f"{rep.flops_before / 1e6:.2f} -> {rep.flops_after / 1e6:.2f}",
-            Text(", ".join(changed) or "-"),
+        table.rows.append(
+            (
+                name,
+                f"{rep.ops_before} -> {rep.ops_after}",
+                f"{rep.flops_before / 1e6:.2f} -> {rep.flops_after / 1e6:.2f}",
+                ", ".join(changed) or "-",
+            )
         )
-    console.print(table)
+    return Section(f"{task}.model", rest, table=table)

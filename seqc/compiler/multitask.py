@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from seqc.compiler.compile import CompiledTask, compile_task
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph, Head, Param
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.program import Program
 from seqc.resolve.shares import find_layer
 from seqc.spec.errors import CheckError, Note
@@ -40,6 +41,11 @@ class MultiTask:
     @property
     def names(self) -> list[str]:
         return list(self.tasks)
+
+    @property
+    def train(self) -> TrainConfig:
+        """The experiment's `train` block: every task trains under it (each carries it)."""
+        return next(iter(self.tasks.values())).train
 
     @property
     def params(self) -> dict[str, Param]:

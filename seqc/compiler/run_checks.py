@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from seqc.compiler.config import Adam, OptimizerConfig
 from seqc.compiler.origins import notes_at, where
 from seqc.compiler.sharding import mesh_of
 from seqc.resolve.experiment import ResolvedExperiment
@@ -142,8 +143,8 @@ def check_async_placement(resolved: ResolvedExperiment) -> None:
 
 
 def _lazy(resolved: ResolvedExperiment) -> bool:
-    opt = resolved.config["train"]["optimizer"]
-    return opt.kind == "adam" and bool(opt.args.get("lazy_rows"))
+    opt = OptimizerConfig.of(resolved.config["train"]["optimizer"])
+    return isinstance(opt, Adam) and opt.lazy_rows
 
 
 def _one_device(resolved: ResolvedExperiment, several: bool) -> tuple[str, str, str, str] | None:
@@ -196,7 +197,7 @@ def check_lazy_rows(resolved: ResolvedExperiment, several: bool = False) -> None
     spread = _one_device(resolved, several)
     if spread is not None:
         why, path, fix, note = spread
-    elif int(resolved.config["train"].get("accumulate", 1)) > 1:
+    elif resolved.config["train"]["accumulate"] > 1:
         why, path = "gradient accumulation (train.accumulate > 1)", "train.accumulate"
         fix, note = "set train.accumulate = 1", "`accumulate` is set here"
     else:

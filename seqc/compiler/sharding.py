@@ -29,10 +29,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import DTYPE_BYTES, Graph
 from seqc.compiler.origins import notes_at, where
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.ir import Span
 from seqc.spec.types import parse_size
@@ -210,7 +211,7 @@ def plan_sharding(
 
 MOST_SLOTS = 2
 """The most state tensors per param an optimizer keeps (Adam's two moments;
-`seqc.compiler.placement.plan.optimizer_slots`)."""
+`seqc.compiler.config.OptimizerConfig.slots`)."""
 
 
 def device_memory(resolved: ResolvedExperiment) -> int | None:
@@ -229,10 +230,8 @@ def check_memory(plan: ShardingPlan, resolved: ResolvedExperiment) -> None:
     planned over a mesh, and a placement checks its own memory.)"""
     limit = device_memory(resolved)
     if plan.trivial or limit is None or plan.training_bytes(MOST_SLOTS) <= limit:
-        return  # (the placer's module, for the optimizer's own count, is not worth importing)
-    from seqc.compiler.placement.plan import optimizer_slots
-
-    slots = optimizer_slots(resolved.config["train"]["optimizer"])
+        return
+    slots = OptimizerConfig.of(resolved.config["train"]["optimizer"]).slots
     need = plan.training_bytes(slots)
     if need <= limit:
         return

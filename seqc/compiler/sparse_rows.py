@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from seqc.compiler.config import Adam, OptimizerConfig
 from seqc.compiler.graph import Graph
 
 
@@ -69,9 +69,9 @@ def row_sparse(graphs: Iterable[Graph]) -> dict[str, RowSparse]:
     return found
 
 
-def lazy_tables(graphs: Iterable[Graph], optimizer: Any) -> dict[str, RowSparse]:
+def lazy_tables(graphs: Iterable[Graph], optimizer: OptimizerConfig) -> dict[str, RowSparse]:
     """The params a training step updates by rows: the row-sparse ones when the optimizer is
     `adam(lazy_rows = true)`, else none."""
-    if optimizer.kind != "adam" or not optimizer.args.get("lazy_rows"):
+    if not (isinstance(optimizer, Adam) and optimizer.lazy_rows):
         return {}
     return row_sparse(graphs)

@@ -27,6 +27,7 @@ from seqc.backends.api import (
     Weights,
 )
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
@@ -47,7 +48,7 @@ class JaxBackend:
     def model(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         *,
         placement: Placement | None = None,
         sharding: ShardingPlan | None = None,
@@ -72,7 +73,7 @@ class JaxBackend:
     def joint_model(
         self,
         multi: MultiTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
@@ -137,7 +138,7 @@ class JaxBackend:
         register = getattr(threading, "_register_atexit", atexit.register)
         register(_exit_now, 2)
 
-    def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
+    def checkpoints(self, directory: Path, keep: int) -> CheckpointStore:
         from seqc.backends.jax.checkpoint import Checkpoints
 
         return Checkpoints(directory, keep)

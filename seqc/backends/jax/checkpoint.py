@@ -56,7 +56,7 @@ def _check(directory: Path, step: int) -> None:
 
 
 class Checkpoints:
-    def __init__(self, directory: Path, keep: int = 3) -> None:
+    def __init__(self, directory: Path, keep: int) -> None:
         self.directory = directory.resolve()
         self.keep = keep
         self.skipped: list[str] = []

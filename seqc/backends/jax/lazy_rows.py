@@ -27,6 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from seqc.compiler.config import Adam
 from seqc.compiler.sparse_rows import RowSparse
 
 
@@ -135,9 +136,9 @@ def norm_squared(dense: dict, rows: Rows) -> jax.Array:
 class LazyAdam:
     """Adam's state and step over a dict of params, some updated by rows (`tables`)."""
 
-    def __init__(self, args: Mapping[str, Any], tables: Mapping[str, RowSparse]) -> None:
-        self.b1, self.b2 = float(args["beta1"]), float(args["beta2"])
-        self.eps, self.wd = float(args["eps"]), float(args["weight_decay"])
+    def __init__(self, adam: Adam, tables: Mapping[str, RowSparse]) -> None:
+        self.b1, self.b2 = adam.beta1, adam.beta2
+        self.eps, self.wd = adam.eps, adam.weight_decay
         self.tables = dict(tables)
 
     def init(self, params: Mapping[str, jax.Array]) -> dict[str, Any]:

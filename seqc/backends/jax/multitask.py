@@ -20,6 +20,7 @@ import optax
 
 from seqc.backends.jax.optim import direction
 from seqc.backends.jax.train import JaxModel
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.init import init_params
 from seqc.compiler.multitask import MultiTask
 
@@ -28,15 +29,13 @@ class JaxJointModel:
     backend = "jax"
     strategy = "single"
 
-    def __init__(
-        self, multi: MultiTask, train: Mapping[str, Any], weights: Mapping[str, float]
-    ) -> None:
+    def __init__(self, multi: MultiTask, train: TrainConfig, weights: Mapping[str, float]) -> None:
         self.multi = multi
         self.models = {t: JaxModel(task, train) for t, task in multi.tasks.items()}
         self.names = {t: multi.reads(t) for t in multi.tasks}
         self.weights = {t: float(weights[t]) for t in multi.tasks}
-        self.sum = train["mix_by"] == "sum"
-        self.clip_norm = float(train.get("clip_norm", 0.0))
+        self.sum = train.mix_by == "sum"
+        self.clip_norm = train.clip_norm
         self.tx: Any = direction(train) if self.sum else None
         self._sum_step = jax.jit(self._sum_impl, donate_argnums=(0,)) if self.sum else None
 

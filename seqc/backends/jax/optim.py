@@ -1,4 +1,4 @@
-"""The update rules of a resolved `train` block, with optax.
+"""The update rules of a `train` block (`seqc.compiler.config`), with optax.
 
 The transformation built here stops short of the learning rate: it turns gradients into a
 descent direction (Adam's normalised moments, SGD's momentum trace, ...), and the training step
@@ -9,41 +9,37 @@ applies `params - lr * direction` with the learning rate the host computed for t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import optax
 
-from seqc.resolve.values import CallValue
+from seqc.compiler.config import Adafactor, Adagrad, Adam, AdamW, Sgd, TrainConfig
 from seqc.spec.errors import CheckError
 
 
-def direction(train: Mapping[str, Any]) -> optax.GradientTransformation:
-    """The update rule of a resolved `train` block without its learning rate (and without
-    clipping, which the step does from the norm it logs)."""
-    opt: CallValue = train["optimizer"]
-    a = opt.args
+def direction(train: TrainConfig) -> optax.GradientTransformation:
+    """The update rule of a `train` block without its learning rate (and without clipping,
+    which the step does from the norm it logs)."""
+    opt = train.optimizer
     parts: list[optax.GradientTransformation] = []
-    if opt.kind in ("adam", "sgd") and a["weight_decay"]:
-        parts.append(optax.add_decayed_weights(float(a["weight_decay"])))  # before: L2 in grads
-    if opt.kind in ("adam", "adamw"):
-        parts.append(optax.scale_by_adam(b1=a["beta1"], b2=a["beta2"], eps=a["eps"]))
-        if opt.kind == "adamw" and a["weight_decay"]:
-            parts.append(optax.add_decayed_weights(float(a["weight_decay"])))  # decoupled
-    elif opt.kind == "sgd":
-        if float(a["momentum"]):
-            parts.append(optax.trace(decay=float(a["momentum"]), nesterov=bool(a["nesterov"])))
-    elif opt.kind == "adagrad":
+    if isinstance(opt, Adam | Sgd) and opt.weight_decay:
+        parts.append(optax.add_decayed_weights(opt.weight_decay))  # before: L2 in grads
+    if isinstance(opt, Adam | AdamW):
+        parts.append(optax.scale_by_adam(b1=opt.beta1, b2=opt.beta2, eps=opt.eps))
+        if isinstance(opt, AdamW) and opt.weight_decay:
+            parts.append(optax.add_decayed_weights(opt.weight_decay))  # decoupled
+    elif isinstance(opt, Sgd):
+        if opt.momentum:
+            parts.append(optax.trace(decay=opt.momentum, nesterov=opt.nesterov))
+    elif isinstance(opt, Adagrad):
         parts.append(
-            optax.scale_by_rss(initial_accumulator_value=a["initial_accumulator"], eps=a["eps"])
+            optax.scale_by_rss(initial_accumulator_value=opt.initial_accumulator, eps=opt.eps)
         )
-    elif opt.kind == "adafactor":
+    elif isinstance(opt, Adafactor):
         # optax.adafactor without a learning rate ends by flipping the sign: flip it back.
         rule = optax.adafactor(
             None,
-            decay_rate=a["decay_rate"],
-            clipping_threshold=a["clip_threshold"],
-            factored=bool(a["factored"]),
+            decay_rate=opt.decay_rate,
+            clipping_threshold=opt.clip_threshold,
+            factored=opt.factored,
         )
         parts += [rule, optax.scale(-1.0)]
     else:
@@ -53,6 +49,5 @@ def direction(train: Mapping[str, Any]) -> optax.GradientTransformation:
             expected="adam, adamw, sgd, adagrad or adafactor",
             found=opt.kind,
         )
-    accumulate = int(train.get("accumulate", 1))
     chain = optax.chain(*parts) if parts else optax.identity()  # plain SGD: the gradient
-    return optax.MultiSteps(chain, accumulate) if accumulate > 1 else chain
+    return optax.MultiSteps(chain, train.accumulate) if train.accumulate > 1 else chain

@@ -26,6 +26,7 @@ from seqc.backends.jax.mesh import Sharded, local
 from seqc.backends.jax.ops import run_graph
 from seqc.backends.jax.optim import direction
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import Adam, TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
@@ -40,20 +41,21 @@ class JaxModel:
     backend = "jax"
 
     def __init__(
-        self, task: CompiledTask, train: Mapping[str, Any], sharding: ShardingPlan | None = None
+        self, task: CompiledTask, train: TrainConfig, sharding: ShardingPlan | None = None
     ) -> None:
         self.task = task
         self.graph = task.graph
         self.train_config = train
-        self.lazy = lazy_tables([task.training_graph, task.train_criterion], train["optimizer"])
+        opt = train.optimizer
+        self.lazy = lazy_tables([task.training_graph, task.train_criterion], opt)
         """Params updated by rows, `adam(lazy_rows = true)` (`seqc.backends.jax.lazy_rows`)."""
         self.tx: Any = (
-            lazy_rows.LazyAdam(train["optimizer"].args, self.lazy)
-            if self.lazy
+            lazy_rows.LazyAdam(opt, self.lazy)
+            if self.lazy and isinstance(opt, Adam)
             else direction(train)
         )
-        self.clip_norm = float(train.get("clip_norm", 0.0))
-        self.compute_dtype = jnp.bfloat16 if train["compute_dtype"] == "bfloat16" else jnp.float32
+        self.clip_norm = train.clip_norm
+        self.compute_dtype = jnp.bfloat16 if train.compute_dtype == "bfloat16" else jnp.float32
         self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
         if self.lazy and self.sharded is not None:
             raise CheckError(
@@ -65,9 +67,8 @@ class JaxModel:
         self.strategy = "single" if self.sharded is None else "spmd"
         self._data_parallel = None
         if self.sharded is not None and data_parallel.applies(self.sharded):
-            per_sequence = task.config["loss"].args.get("reduction") == "sequence"
             self._data_parallel = data_parallel.gradients(
-                self.sharded, self._objective, task.labels[1], per_sequence
+                self.sharded, self._objective, task.labels[1], task.per_sequence
             )
         if self.sharded is None:
             self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
@@ -207,5 +208,5 @@ class JaxModel:
         return local(self._logits(params, self.sharded.put_batch(arrays, split=False)))
 
     def decoder(self, params: Any, bos: int, eos: int, pad: int) -> None:
-        """None: JAX decodes on the host over the jitted forward (`seqc.run.decode`)."""
+        """None: JAX decodes on the host over the jitted forward (`seqc.run.decoding`)."""
         return None

@@ -24,6 +24,7 @@ from seqc.backends.api import (
     Weights,
 )
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
@@ -50,19 +51,19 @@ class TfBackend:
     def joint_model(
         self,
         multi: MultiTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
     ) -> JointModel:
         from seqc.backends.tf.multitask import TfJointModel
 
-        return TfJointModel(multi, train, weights, int(train["seed"]), jit_compile=jit_compile)
+        return TfJointModel(multi, train, weights, train.seed, jit_compile=jit_compile)
 
     def model(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         *,
         placement: Placement | None = None,
         sharding: ShardingPlan | None = None,
@@ -95,9 +96,7 @@ class TfBackend:
             named = {op: devices[d] for op, d in placement.items()}
         from seqc.backends.tf.train import TfModel
 
-        return TfModel(
-            task, train, seed=int(train["seed"]), jit_compile=jit_compile, placement=named
-        )
+        return TfModel(task, train, seed=train.seed, jit_compile=jit_compile, placement=named)
 
     def start(self, cluster: Cluster) -> None:
         if "ps" in cluster.spec:  # asynchronous: servers serve here for good, the chief connects
@@ -129,7 +128,7 @@ class TfBackend:
         """Nothing is skipped: TF registers no exit step that waits for the other processes
         (JAX's does; `seqc.backends.jax.backend`)."""
 
-    def checkpoints(self, directory: Path, keep: int = 3) -> CheckpointStore:
+    def checkpoints(self, directory: Path, keep: int) -> CheckpointStore:
         if self._ps is not None:
             from seqc.backends.tf.ps_model import PsCheckpoints
 

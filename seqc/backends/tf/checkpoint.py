@@ -98,7 +98,7 @@ class TfCheckpoints:
     """The `CheckpointStore` of the TF backend (save, latest, restore, close), with the same
     checksums and fallback to the newest good checkpoint as JAX's."""
 
-    def __init__(self, directory: Path, keep: int = 3, *, writer: bool = True) -> None:
+    def __init__(self, directory: Path, keep: int, *, writer: bool = True) -> None:
         self.directory = directory.resolve()
         self.keep = keep
         # False on a worker other than the chief of a multi-worker run: it saves into a scratch

@@ -1,10 +1,10 @@
 """Generation inside TensorFlow graphs: greedy, sampling and beam search, each a `tf.while_loop`.
 
-The in-graph mirror of `seqc.run.decode.Decoder`, with the same constructor and `generate`, so a
-caller swaps one for the other. Each step recomputes the whole forward pass over a fixed-length
-buffer and reads the logits at the current position (causal attention makes the later positions
-irrelevant), as the reference does; no key/value cache. The whole loop of one `generate` call is
-one graph run, not one run per step.
+The in-graph mirror of `seqc.run.decoding.search.Decoder`, with the same constructor and
+`generate`, so a caller swaps one for the other. Each step recomputes the whole forward pass over
+a fixed-length buffer and reads the logits at the current position (causal attention makes the
+later positions irrelevant), as the reference does; no key/value cache. The whole loop of one
+`generate` call is one graph run, not one run per step.
 
 One `tf.function` per (strategy kind, buffer length, beam width): prompt and source lengths,
 `max_length`, the seed and the sampling knobs are tensors, so one trace serves every prompt
@@ -23,11 +23,16 @@ import numpy as np
 import tensorflow as tf
 
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import Beam, DecodeConfig, Greedy, Sample
 from seqc.compiler.signature import buffer_length
-from seqc.resolve.values import CallValue
 
 KINDS = ("greedy", "sample", "beam")
 NEG_INF = float("-inf")
+
+UNSHAPED = Sample(max_length=0, temperature=1.0, top_k=0, top_p=1.0, seed=0)
+"""The sampling knobs fed to the greedy loop, which reads none of them: its graph has the
+sampling loop's inputs (one signature for both), so it is given values that leave the
+distribution as it is."""
 
 
 class Forward(Protocol):
@@ -69,7 +74,7 @@ class TfDecoder:
     # ---------------------------------------------------------------- API
     def generate(
         self,
-        strategy: CallValue,
+        strategy: DecodeConfig,
         prompt: list[int],
         src: list[int] | None = None,
         seed: int = 0,
@@ -80,32 +85,31 @@ class TfDecoder:
         With `stop_at_eos` False a language model runs on past the end of a line (its EOS is
         kept in the output), which is what a multi-line sample wants. Beam search always ends a
         hypothesis at EOS, as the reference does."""
-        if strategy.kind not in KINDS:
+        if not isinstance(strategy, Greedy | Sample | Beam):
             raise ValueError(
                 f"decode strategy `{strategy.kind}`: expected one of {', '.join(KINDS)}"
             )
         if self.task == "seq2seq" and src is None:
             raise ValueError("a seq2seq decoder needs `src`, the source token ids")
-        max_len = int(strategy.args["max_length"])
+        max_len = strategy.max_length
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         buf = np.full(length, self.pad, np.int32)
         buf[: len(start)] = start
         src_arr = np.asarray(src if src is not None else [], np.int32)
         common = (self.params, buf, src_arr, np.int32(len(start)), np.int32(max_len))
-        if strategy.kind == "beam":
-            width = int(strategy.args["width"])
-            alpha = np.float64(strategy.args["length_penalty"])
-            row, n = self._function("beam", length, width)(*common, alpha)
+        if isinstance(strategy, Beam):
+            alpha = np.float64(strategy.length_penalty)
+            row, n = self._function("beam", length, strategy.width)(*common, alpha)
         else:
-            args = strategy.args
+            knobs = UNSHAPED if isinstance(strategy, Greedy) else strategy
             row, n = self._function(strategy.kind, length, 1)(
                 *common,
                 np.bool_(stop_at_eos),
-                np.int64(seed or int(args.get("seed", 0))),
-                np.float64(args.get("temperature", 1.0)),
-                np.int32(args.get("top_k", 0)),
-                np.float64(args.get("top_p", 1.0)),
+                np.int64(seed or knobs.seed),
+                np.float64(knobs.temperature),
+                np.int32(knobs.top_k),
+                np.float64(knobs.top_p),
             )
         return row.numpy()[len(start) : len(start) + int(n)].tolist()
 

@@ -35,6 +35,7 @@ import tensorflow as tf
 from seqc.backends.tf.devices import replicas
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError, UsageError
 
@@ -65,7 +66,7 @@ def local_strategy(plan: ShardingPlan) -> tf.distribute.MirroredStrategy:
 
 def mirrored_model(
     task: CompiledTask,
-    train: Mapping[str, Any],
+    train: TrainConfig,
     plan: ShardingPlan | None,
     workers: tf.distribute.MultiWorkerMirroredStrategy | None,
     *,
@@ -89,7 +90,7 @@ def mirrored_model(
     else:
         assert plan is not None, "a single process mirrors only a mesh over several devices"
         strategy = local_strategy(plan)
-    return MirroredTfModel(task, train, strategy, seed=int(train["seed"]))
+    return MirroredTfModel(task, train, strategy, seed=train.seed)
 
 
 class MirroredTfModel(TfModel):
@@ -102,7 +103,7 @@ class MirroredTfModel(TfModel):
     def __init__(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         distribution: tf.distribute.Strategy,
         seed: int = 0,
     ) -> None:
@@ -117,7 +118,7 @@ class MirroredTfModel(TfModel):
             self._train_step = tf.function(self._mirrored_impl, reduce_retracing=True)
         self.replicas = int(distribution.num_replicas_in_sync)
         self._devices = list(distribution.extended.worker_devices)
-        self._per_sequence = task.config["loss"].args.get("reduction") == "sequence"
+        self._per_sequence = task.per_sequence
 
     def train_step(
         self, state: dict[str, Any], batch: Any, lr: float

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from seqc.backends.tf.optim import optimizer
 from seqc.backends.tf.train import TfModel, new_variables
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.init import init_params
 from seqc.compiler.multitask import MultiTask
 
@@ -29,7 +30,7 @@ class TfJointModel:
     def __init__(
         self,
         multi: MultiTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         weights: Mapping[str, float],
         seed: int = 0,
         *,
@@ -43,13 +44,13 @@ class TfJointModel:
         }
         self.names = {t: multi.reads(t) for t in multi.tasks}
         self.weights = {t: float(weights[t]) for t in multi.tasks}
-        self.sum = train["mix_by"] == "sum"
-        self.clip_norm = float(train.get("clip_norm", 0.0))
+        self.sum = train.mix_by == "sum"
+        self.clip_norm = train.clip_norm
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
         self.opt: Any = None
         if self.sum:
-            self.opt = optimizer(dict(train))
+            self.opt = optimizer(train)
             self.opt.build(self.params)
             fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
             self._sum_step = fn(self._sum_impl)

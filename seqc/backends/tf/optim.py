@@ -1,4 +1,5 @@
-"""The update rules of a resolved `train` block on `tf.Variable`s, as optax computes them.
+"""The update rules of a `train` block (`seqc.compiler.config`) on `tf.Variable`s, as optax
+computes them.
 
 Why a port of optax rather than Keras' optimizers: from the same params the TF backend must take
 the same steps as the JAX backend (the parity tests check it to float32 roundoff), and Keras'
@@ -19,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from seqc.backends.tf import lazy_rows
-from seqc.resolve.values import CallValue
+from seqc.compiler.config import Adafactor, Adagrad, Adam, AdamW, OptimizerConfig, Sgd, TrainConfig
 from seqc.spec.errors import CheckError
 
 SLOTS: dict[str, tuple[str, ...]] = {
@@ -60,8 +61,8 @@ class Optimizer:
     and assigns the new params and state.
     """
 
-    def __init__(self, train: dict[str, Any]) -> None:
-        opt: CallValue = train["optimizer"]
+    def __init__(self, train: TrainConfig) -> None:
+        opt = train.optimizer
         if opt.kind not in SLOTS:
             raise CheckError(
                 f"optimizer `{opt.kind}` has no TensorFlow implementation yet",
@@ -70,13 +71,14 @@ class Optimizer:
                 found=opt.kind,
                 hint="train on JAX (--backend jax), or choose another optimizer",
             )
-        if int(train.get("accumulate", 1)) > 1:
+        if train.accumulate > 1:
             raise CheckError(
                 "gradient accumulation has no TensorFlow implementation yet",
                 code="not-implemented",
                 hint="train on JAX (--backend jax), or set train.accumulate = 1",
             )
-        self.kind, self.args = opt.kind, dict(opt.args)
+        self.opt: OptimizerConfig = opt
+        self.kind = opt.kind
         self.count: tf.Variable | None = None
         self.slots: dict[str, dict[str, tf.Variable]] = {}
 
@@ -86,24 +88,31 @@ class Optimizer:
         if self.kind == "adafactor":
             self._build_adafactor(params)
             return
-        slots = [s for s in SLOTS[self.kind] if s != "trace" or self.args["momentum"]]
-        init = float(self.args.get("initial_accumulator", 0.0))
+        velocity = isinstance(self.opt, Sgd) and bool(self.opt.momentum)
+        slots = [s for s in SLOTS[self.kind] if s != "trace" or velocity]
         for slot in slots:
-            fill = init if slot == "sum" else 0.0
             self.slots[slot] = {
                 name: tf.Variable(
-                    tf.fill(p.shape, tf.constant(fill, p.dtype)),
+                    tf.fill(p.shape, tf.constant(self._initial(slot), p.dtype)),
                     trainable=False,
                     name=f"opt/{name}/{slot}",
                 )
                 for name, p in params.items()
             }
 
+    def _initial(self, slot: str) -> float:
+        """A slot's value before the first update: Adagrad's sums start at its initial
+        accumulator (optax's `initial_accumulator_value`), every moment at zero."""
+        if slot == "sum" and isinstance(self.opt, Adagrad):
+            return self.opt.initial_accumulator
+        return 0.0
+
     def _build_adafactor(self, params: dict[str, tf.Variable]) -> None:
+        assert isinstance(self.opt, Adafactor)
         self.slots = {"v": {}, "v_row": {}, "v_col": {}}
         for name, p in params.items():
             shape = [int(d) for d in p.shape]
-            dims = _factored_dims(shape, bool(self.args["factored"]))
+            dims = _factored_dims(shape, self.opt.factored)
             if dims is None:
                 shapes = {"v": shape}
             else:
@@ -121,10 +130,9 @@ class Optimizer:
         """Back to the state `build` made (a fresh optax `init`)."""
         assert self.count is not None
         self.count.assign(0)
-        init = float(self.args.get("initial_accumulator", 0.0))
         for slot, vs in self.slots.items():
             for v in vs.values():
-                v.assign(tf.fill(v.shape, tf.constant(init if slot == "sum" else 0.0, v.dtype)))
+                v.assign(tf.fill(v.shape, tf.constant(self._initial(slot), v.dtype)))
 
     def apply(
         self,
@@ -139,7 +147,7 @@ class Optimizer:
         Under `adam(lazy_rows = true)`, `rows` holds the row-sparse params' gathered rows
         (`seqc.backends.tf.lazy_rows`), updated along `axes[name]`; `grads` the others'."""
         assert self.count is not None
-        a = self.args
+        opt = self.opt
         count_inc = self.count + 1  # optax's safe_increment, short of int32 overflow
         step_size = -lr
         for name, (ids, g) in (rows or {}).items():
@@ -148,15 +156,15 @@ class Optimizer:
             if rows and name in rows:
                 continue
             g = grads[name]
-            if self.kind in ("adam", "sgd") and a["weight_decay"]:
-                g = g + float(a["weight_decay"]) * p  # optax.add_decayed_weights, before
-            if self.kind in ("adam", "adamw"):
+            if isinstance(opt, Adam | Sgd) and opt.weight_decay:
+                g = g + opt.weight_decay * p  # optax.add_decayed_weights, before
+            if isinstance(opt, Adam | AdamW):
                 u = self._adam(name, g, count_inc)
-                if self.kind == "adamw" and a["weight_decay"]:
-                    u = u + float(a["weight_decay"]) * p
-            elif self.kind == "sgd":
-                u = self._trace(name, g) if a["momentum"] else g
-            elif self.kind == "adafactor":
+                if isinstance(opt, AdamW) and opt.weight_decay:
+                    u = u + opt.weight_decay * p
+            elif isinstance(opt, Sgd):
+                u = self._trace(name, g) if opt.momentum else g
+            elif isinstance(opt, Adafactor):
                 u = self._adafactor(name, g, p)
             else:
                 u = self._rss(name, g)
@@ -173,7 +181,8 @@ class Optimizer:
 
     def _adam_rule(self, g: tf.Tensor, mu: Any, nu: Any, count: tf.Tensor) -> tuple:
         """Adam's direction and new moments, for whole params or for rows of them."""
-        b1, b2, eps = float(self.args["beta1"]), float(self.args["beta2"]), float(self.args["eps"])
+        assert isinstance(self.opt, Adam | AdamW)
+        b1, b2, eps = self.opt.beta1, self.opt.beta2, self.opt.eps
         mu = (1.0 - b1) * g + b1 * mu
         nu = (1.0 - b2) * tf.square(g) + b2 * nu
         c = _f(count)
@@ -195,8 +204,9 @@ class Optimizer:
         are (TF's LazyAdam, `seqc.backends.jax.lazy_rows.LazyAdam` on JAX)."""
         mu_v, nu_v = self.slots["mu"][name], self.slots["nu"][name]
         rows = lazy_rows.take(p, ids, axis)
-        if self.args["weight_decay"]:
-            g = g + float(self.args["weight_decay"]) * rows
+        assert isinstance(self.opt, Adam)  # lazy rows are Adam's (`adam(lazy_rows = true)`)
+        if self.opt.weight_decay:
+            g = g + self.opt.weight_decay * rows
         u, mu, nu = self._adam_rule(
             g, lazy_rows.take(mu_v, ids, axis), lazy_rows.take(nu_v, ids, axis), count
         )
@@ -208,11 +218,11 @@ class Optimizer:
         """optax.adafactor as `seqc.backends.jax.optim` calls it: factored rms scaling (matrices
         whose two largest dims are at least 128), update clipping by block rms, then scaling by
         the param's rms (at least 1e-3); no momentum, no weight decay."""
-        assert self.count is not None
+        assert self.count is not None and isinstance(self.opt, Adafactor)
         t = _f(self.count + 1)
-        decay = 1.0 - tf.pow(t, -float(self.args["decay_rate"]))
+        decay = 1.0 - tf.pow(t, -self.opt.decay_rate)
         grad_sqr = tf.square(g) + ADAFACTOR_EPS
-        dims = _factored_dims([int(d) for d in g.shape], bool(self.args["factored"]))
+        dims = _factored_dims([int(d) for d in g.shape], self.opt.factored)
         if dims is None:
             v_var = self.slots["v"][name]
             v = decay * v_var + (1.0 - decay) * grad_sqr
@@ -230,30 +240,32 @@ class Optimizer:
             row_factor = tf.pow(v_row / row_col_mean, -0.5)
             col_factor = tf.pow(v_col, -0.5)
             u = g * tf.expand_dims(row_factor, d0) * tf.expand_dims(col_factor, d1)
-        threshold = self.args["clip_threshold"]
+        threshold = self.opt.clip_threshold
         if threshold is not None:  # optax.clip_by_block_rms
             rms = tf.sqrt(tf.reduce_mean(tf.square(u)))
-            u = u / tf.maximum(1.0, rms / float(threshold))
+            u = u / tf.maximum(1.0, rms / threshold)
         p_rms = tf.sqrt(tf.reduce_mean(tf.square(p)))  # optax.scale_by_param_block_rms
         return u * tf.where(p_rms <= ADAFACTOR_MIN_SCALE, ADAFACTOR_MIN_SCALE, p_rms)
 
     def _trace(self, name: str, g: tf.Tensor) -> tf.Tensor:
         """optax.trace: the velocity, or with Nesterov the gradient plus the decayed velocity."""
-        decay = float(self.args["momentum"])
+        assert isinstance(self.opt, Sgd)
+        decay = self.opt.momentum
         t = self.slots["trace"][name]
         new = g + decay * t
         t.assign(new)
-        return g + decay * new if self.args["nesterov"] else new
+        return g + decay * new if self.opt.nesterov else new
 
     def _rss(self, name: str, g: tf.Tensor) -> tf.Tensor:
         """optax.scale_by_rss: the gradient over the root of the summed squares."""
         s = self.slots["sum"][name]
         total = tf.square(g) + s
         s.assign(total)
-        eps = float(self.args["eps"])
+        assert isinstance(self.opt, Adagrad)
+        eps = self.opt.eps
         return tf.where(total > 0, tf.math.rsqrt(total + eps), tf.zeros_like(total)) * g
 
 
-def optimizer(train: dict[str, Any]) -> Optimizer:
-    """The update rule of a resolved `train` block; clipping is the caller's, as on JAX."""
+def optimizer(train: TrainConfig) -> Optimizer:
+    """The update rule of a `train` block; clipping is the caller's, as on JAX."""
     return Optimizer(train)

@@ -42,6 +42,7 @@ from seqc.backends.tf.checkpoint import TfCheckpoints
 from seqc.backends.tf.ps import Link, translated
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.spec.errors import DeviceError
 
 METRICS = ("loss", "nll_sum", "tokens", "grad_norm")
@@ -80,7 +81,7 @@ class PsModel(TfModel):
     def __init__(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         seed: int = 0,
         *,
         link: Link,
@@ -218,7 +219,7 @@ class PsCheckpoints(TfCheckpoints):
 
 def ps_model(
     task: CompiledTask,
-    train: Mapping[str, Any],
+    train: TrainConfig,
     link: Link,
     *,
     placed: bool = False,
@@ -232,4 +233,4 @@ def ps_model(
             code="cannot-place",
             hint="set distribution.placement = single (--set distribution.placement=single)",
         )
-    return PsModel(task, train, int(train["seed"]), link=link, jit_compile=jit_compile)
+    return PsModel(task, train, train.seed, link=link, jit_compile=jit_compile)

@@ -35,7 +35,7 @@ class TfStepFunctions:
     """`StepFunctions` (see `seqc.backends.api`) over the traced encoder and step graphs."""
 
     batch_sources = 16
-    """Sources `StepDecoder.generate_many` decodes together here (`seqc.run.stepbatch`)."""
+    """Sources `StepDecoder.generate_many` decodes together here (`seqc.run.decoding.steps`)."""
 
     def __init__(self, program: StepProgram, params: dict[str, Any]) -> None:
         self.program = program

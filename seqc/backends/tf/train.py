@@ -22,6 +22,7 @@ from seqc.backends.tf.decode import TfDecoder
 from seqc.backends.tf.ops import run_graph
 from seqc.backends.tf.optim import optimizer
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph, Param
 from seqc.compiler.init import init_params
 from seqc.compiler.lower.criterion import named
@@ -61,7 +62,7 @@ class TfModel:
     def __init__(
         self,
         task: CompiledTask,
-        train: Mapping[str, Any],
+        train: TrainConfig,
         seed: int = 0,
         *,
         jit_compile: bool = False,
@@ -73,8 +74,8 @@ class TfModel:
         self.task = task
         self.graph = graph = task.graph
         self.train_config = train
-        self.clip_norm = float(train.get("clip_norm", 0.0))
-        self.compute_dtype = tf.bfloat16 if train["compute_dtype"] == "bfloat16" else tf.float32
+        self.clip_norm = train.clip_norm
+        self.compute_dtype = tf.bfloat16 if train.compute_dtype == "bfloat16" else tf.float32
         if placement:
             from seqc.backends.tf.devices import check
 
@@ -85,8 +86,8 @@ class TfModel:
         self.params: dict[str, tf.Variable] = {
             n: given[n] if n in given else made[n] for n in graph.params
         }
-        self.opt = optimizer(dict(train))
-        self.lazy = lazy_tables([task.training_graph, task.train_criterion], train["optimizer"])
+        self.opt = optimizer(train)
+        self.lazy = lazy_tables([task.training_graph, task.train_criterion], train.optimizer)
         """Params updated by rows, `adam(lazy_rows = true)` (`seqc.backends.tf.lazy_rows`)."""
         self.opt.build(self.params)
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")

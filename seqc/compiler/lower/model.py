@@ -22,7 +22,7 @@ from seqc.compiler.graph import (
     too_large,
 )
 from seqc.compiler.lower.call import LOWERINGS, MASKS, LayerCall
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.spec import ir
 from seqc.spec.errors import CheckError
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.placement import algorithms
 from seqc.compiler.placement.checker import check
@@ -148,7 +149,7 @@ def _place(
         graph,
         dist["devices"],
         comm=dist["comm"],
-        optimizer_slots=optimizer_slots(resolved.config["train"]["optimizer"]),
+        optimizer_slots=OptimizerConfig.of(resolved.config["train"]["optimizer"]).slots,
         batch_dims=dims,
         fuse=fuse and kind != "manual",  # fusion may join layers a manual plan splits
         retain_activations=keep_activations,
@@ -239,22 +240,12 @@ def replay(problem: GraphProblem, devices: Mapping[int, int]) -> Plan:
     return plan
 
 
-def optimizer_slots(optimizer: Any) -> int:
-    """State tensors per param: Adam-like 2, momentum and Adagrad 1, plain SGD 0."""
-    kind = getattr(optimizer, "kind", str(optimizer))
-    if kind in ("sgd",):
-        return 1 if float(getattr(optimizer, "args", {}).get("momentum", 0.0) or 0.0) else 0
-    if kind in ("adagrad", "adafactor"):  # adafactor's factored moments: about one slot
-        return 1
-    return 2
-
-
 def batch_dims(resolved: ResolvedExperiment, task: str) -> dict[str, int]:
     """B and T (and S) of the largest batch the experiment feeds: the longest bucket and its
     batch size, else `max_length` and `train.batch_size`."""
     inp = resolved.config[task]["input"]
     buckets = inp.get("buckets") if hasattr(inp, "get") else None
-    batch = resolved.config["train"].get("batch_size")
+    batch = resolved.config["train"]["batch_size"]
     if buckets:
         length = max(int(k) for k in buckets)
         b = int(batch or buckets[length])
