@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup clean debs
+.PHONY: run test test-fast lint bench setup clean debs
 
 # Debian packages the bundled corpora read: the Bible's SWORD modules, exported by diatheke, and
 # the speech corpus's voices (espeak-ng, flite) and resampler (sox). Installed with setup when
@@ -45,7 +45,13 @@ run: $(STAMP)
 # The 25 slowest tests are listed at the end: CI must stay under 20 minutes.
 test: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
+	$(BIN)/ruff format --check seqc tests bench
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
+
+# The framework-free tests (front end, editor, compiler's planning, data readers), for the
+# edit loop: no ML framework is loaded, and the run fails if one is (tests/conftest.py).
+test-fast: $(STAMP)
+	SEQC_TEST_FAST=1 $(BIN)/python -m pytest -n 2 -m "not framework" --durations=10
 
 lint: $(STAMP)
 	$(BIN)/ruff check seqc tests bench

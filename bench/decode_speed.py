@@ -27,9 +27,10 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from seqc.backends import registry  # noqa: E402
 from seqc.backends.weights import match_params, read_weights  # noqa: E402
-from seqc.run.decode import Decoder, decoder_for  # noqa: E402
+from seqc.run.decoding.decoders import backend_decoder, decoder_for  # noqa: E402
+from seqc.run.decoding.search import Decoder  # noqa: E402
+from seqc.run.scoring.translate import source_ids  # noqa: E402
 from seqc.run.session import open_session  # noqa: E402
-from seqc.run.translate import source_ids  # noqa: E402
 
 SPEC = ROOT / "examples" / "mt" / "bible_transformer.seq"
 
@@ -43,7 +44,7 @@ def measure(
     params = model.with_params(match_params(session.graph, weights))["params"]
     tok = session.pipeline.target_tokenizer
     special = (tok.bos_id, tok.eos_id, tok.pad_id)
-    before = model.decoder(params, *special) or Decoder(model, params, *special)
+    before = backend_decoder(model, params, *special) or Decoder(model, params, *special)
     decoders = {"step": decoder_for(model, params, *special), "forward": before}
     strategy = session.task_config["decode"]
     for dec in decoders.values():

@@ -3,7 +3,7 @@
 Why: an int8 artifact is worth shipping for its size, so the size the export table reports must
 be the file a user copies, and its ratio to fp32 must come from the weights, not from what the
 file carries besides (fixed tables, metadata). This runs the real export path
-(`seqc.run.export.export_one`: build, gates, stamp, manifest) on two example models with tied
+(`seqc.run.export.build.export_one`: build, gates, stamp, manifest) on two example models with tied
 embeddings and sinusoidal positions, with their seeded initial weights (sizes do not depend on
 the values; the data and tokenizers are the cached ones `seqc data prepare` built):
 
@@ -40,7 +40,7 @@ def context(spec: Path, experiment: str, cache_dir: Path | None) -> Any:
     """What `seqc export` prepares, with the seeded initial weights as a JAX checkpoint."""
     from seqc.backends.api import Weights
     from seqc.compiler.init import init_params
-    from seqc.run.export import prepare
+    from seqc.run.export.context import prepare
     from seqc.run.session import open_session
 
     session = open_session(spec, experiment, [], cache_dir=cache_dir)
@@ -64,7 +64,7 @@ def onnx_breakdown(path: Path) -> dict[str, int]:
 
 def measure(ctx: Any, fmt: str, quantize: str, folder: Path) -> tuple[Any, str]:
     """Export one artifact; its row and, for ONNX, what its bytes hold."""
-    from seqc.run.export import export_one
+    from seqc.run.export.build import export_one
 
     row = export_one(ctx, fmt, quantize, folder)
     files = [p for p in row.path.rglob("*") if p.suffix in (".onnx", ".tflite")]

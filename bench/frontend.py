@@ -56,7 +56,7 @@ from seqc.compiler.check import check_program  # noqa: E402
 from seqc.compiler.check_cache import check_file  # noqa: E402
 from seqc.resolve import prefetch  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
-from seqc.resolve.layers import check_layers  # noqa: E402
+from seqc.resolve.layers.check import check_layers  # noqa: E402
 from seqc.resolve.program import Program, load_program  # noqa: E402
 from seqc.spec import parse_cache  # noqa: E402
 from seqc.spec.parser import parse_text  # noqa: E402

@@ -95,11 +95,11 @@ def decode_speeds(weights_at: Path, artifact: Path, sentences: int) -> dict[str,
     the same test sources, alternating blocks so load on this machine hits both alike."""
     from seqc.backends import registry
     from seqc.backends.weights import match_params, read_weights
-    from seqc.run.artifact import load_artifact
-    from seqc.run.decode import decoder_for
-    from seqc.run.generators import from_artifact
+    from seqc.run.decoding.decoders import decoder_for
+    from seqc.run.decoding.generators import from_artifact
+    from seqc.run.export.artifact import load_artifact
+    from seqc.run.scoring.translate import source_ids
     from seqc.run.session import open_session
-    from seqc.run.translate import source_ids
 
     session = open_session(SPEC, EXPERIMENT)
     weights = read_weights(weights_at)
@@ -149,7 +149,7 @@ TFLite, each scored on the whole test split by `seqc eval --artifact`."""
 
 def model_bytes(artifact: Path) -> int:
     """The artifact's model files (what its export line reports), not tokenizer or spec."""
-    from seqc.run.artifact import load_artifact, model_bytes
+    from seqc.run.export.artifact import load_artifact, model_bytes
 
     return model_bytes(artifact, load_artifact(artifact).format)
 

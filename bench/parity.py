@@ -26,6 +26,7 @@ import test_tf_parity as forward_cases  # noqa: E402
 import test_tf_train_parity as train_cases  # noqa: E402
 from lowering_helpers import compile_spec, params_of  # noqa: E402
 
+from seqc.compiler.config import TrainConfig  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
 from seqc.resolve.program import load_program  # noqa: E402
 from seqc.run.schedule import learning_rate  # noqa: E402
@@ -56,7 +57,7 @@ def training_errors() -> tuple[float, float]:
     base = dict(resolve(load_program(spec), "tiny", symbols=symbols).config["train"])
     step_worst = 0.0
     for opt in train_cases.OPTIMIZERS.values():
-        train = base | {"optimizer": opt, "steps": 10, "clip_norm": 0.5}
+        train = TrainConfig.of(base | {"optimizer": opt, "steps": 10, "clip_norm": 0.5})
         jm, state, tm = train_cases.models(compiled, train)
         batch = train_cases.batches(1, seed=1)[0]
         rate = learning_rate(train)

@@ -56,7 +56,7 @@ def seqc_model(cfg: Config, passes: list[str] | None) -> tuple[JaxModel, int]:
         overrides = [] if passes is None else [f"compile.passes={json.dumps(passes)}"]
         resolved = resolve(program, "bench", overrides)
         task = compile_task(program, resolved, resolved.tasks[0])
-    return JaxModel(task, resolved.config["train"]), len(task.training_graph.ops)
+    return JaxModel(task, task.train), len(task.training_graph.ops)
 
 
 def main(argv: list[str] | None = None) -> int:

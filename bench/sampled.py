@@ -41,17 +41,19 @@ over 4096 candidates, lazy rows."""
 
 def run(experiment: str, steps: int, log_every: int, folder: Path, eval_batches: int) -> dict:
     """Train `experiment` for `steps` steps; its steady tokens/s and the dev figures."""
-    from rich.console import Console
-
+    from seqc.run.report import SilentReporter
     from seqc.run.session import open_session
     from seqc.run.train import train
 
     overrides = [f"train.steps={steps}", f"train.log_every={log_every}",
                  f"train.checkpoint_every={steps}"]  # fmt: skip
     session = open_session(SPEC, experiment, overrides, cache_dir=ROOT / ".cache")
-    quiet = Console(file=open("/dev/null", "w"))  # noqa: SIM115
     result = train(
-        session, folder / experiment, progress=False, console=quiet, eval_batches=eval_batches
+        session,
+        folder / experiment,
+        progress=False,
+        reporter=SilentReporter(),
+        eval_batches=eval_batches,
     )
     rates = [h["tokens_per_s"] for h in result.history if "tokens_per_s" in h][1:]
     dev = result.dev_after or {}

@@ -129,7 +129,7 @@ def _compile(processes: int) -> tuple:
         resolved = resolve(program, "bench", [mesh])
         task = compile_task(program, resolved, resolved.tasks[0])
     plan = plan_sharding(task.graph, resolved, resolved.tasks[0]) if processes > 1 else None
-    return task, dict(resolved.config["train"]), plan
+    return task, task.train, plan
 
 
 # ------------------------------------------------------------------------------ measurements

@@ -30,9 +30,10 @@ if str(ROOT) not in sys.path:
 def main() -> None:
     from seqc.backends import registry
     from seqc.backends.weights import match_params, read_weights
-    from seqc.run.export import LATENCY_LENGTH, export_one, prepare, scoring_context
+    from seqc.run.decoding.forced import teacher_forced
+    from seqc.run.export.build import LATENCY_LENGTH, export_one
+    from seqc.run.export.context import prepare, scoring_context
     from seqc.run.session import open_session
-    from seqc.run.stepdecode import teacher_forced
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=ROOT / "examples" / "lm" / "words.seq")

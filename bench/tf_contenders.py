@@ -20,6 +20,7 @@ from reference_lm import Config
 
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 
 
 @dataclass
@@ -45,7 +46,7 @@ class TfPair:
 def setup_tf(
     cfg: Config,
     task: CompiledTask,
-    train: dict[str, Any],
+    train: TrainConfig,
     batches: list[dict[str, np.ndarray]],
     jit_compile: bool,
     seed: int = 0,
@@ -54,7 +55,7 @@ def setup_tf(
 ) -> TfPair:
     """Build both models, initialise each its own way and check they compute the same function.
 
-    `task` is the spec's compiled task and `train` the resolved config of its `train` block."""
+    `task` is the spec's compiled task and `train` its `train` block."""
     seqc = TfModel(task, train, seed=seed, jit_compile=jit_compile)
     seqc.init(seed)
     seqc_batches = [TfBatch({k: tf.constant(v) for k, v in b.items()}) for b in batches]

@@ -73,6 +73,7 @@ from tight_lm import TightLM, from_reference  # noqa: E402
 
 from seqc.backends.jax.train import JaxModel  # noqa: E402
 from seqc.compiler.compile import CompiledTask, compile_task  # noqa: E402
+from seqc.compiler.config import TrainConfig  # noqa: E402
 from seqc.compiler.cost import estimate  # noqa: E402
 from seqc.compiler.graph import Graph  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
@@ -153,10 +154,10 @@ class Batch:
 
 @dataclass
 class Compiled:
-    """The compiled spec's task, and the resolved config of its `train` block."""
+    """The compiled spec's task, and its `train` block."""
 
     task: CompiledTask
-    train: dict[str, Any]
+    train: TrainConfig
 
 
 def compile_spec(cfg: Config, workdir: Path) -> Compiled:
@@ -177,7 +178,8 @@ def compile_spec(cfg: Config, workdir: Path) -> Compiled:
     )
     program = load_program(spec)
     resolved = resolve(program, "bench")
-    return Compiled(compile_task(program, resolved, resolved.tasks[0]), resolved.config["train"])
+    task = compile_task(program, resolved, resolved.tasks[0])
+    return Compiled(task, task.train)
 
 
 def build_seqc(cfg: Config, workdir: Path) -> tuple[JaxModel, Graph]:

@@ -95,7 +95,7 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
     exit code a shell gives a writer killed by SIGPIPE."""
     import typer
 
-    from seqc.cli import _run
+    from seqc.cli.guard import run_guarded as _run
 
     def write_to_a_closed_pipe() -> None:
         raise BrokenPipeError(32, "Broken pipe")
@@ -106,6 +106,21 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
         assert e.exit_code == 141
     else:
         raise AssertionError("no exit")
+
+
+def test_seqc_data_runs_under_the_error_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`seqc data` was mounted without the guard every other command has: a bug in it now
+    says so and exits 3, as anywhere else."""
+    from seqc.cli import data
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(data, "prepare", broken)
+    result = runner.invoke(app, ["data", "prepare", "zipf"])
+    assert result.exit_code == 3, result.output
+    assert "internal error: RuntimeError: a bug" in result.output
+    assert "Traceback" not in result.output
 
 
 BAD_SPEC = "seqc 1\nlayer X( {\n"

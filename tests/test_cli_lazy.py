@@ -8,13 +8,28 @@ import sys
 
 from typer.testing import CliRunner
 
-from seqc.cli import HEAVY_COMMANDS, app
+from seqc.cli import app
+from seqc.cli.app import HEAVY_COMMANDS
 
 
 def test_heavy_commands_are_data_and_the_run_commands() -> None:
-    from seqc.run.commands import COMMANDS
+    from seqc.cli.app import LAZY_COMMANDS as COMMANDS
 
     assert ("data", *COMMANDS) == HEAVY_COMMANDS
+
+
+def test_each_lazy_command_is_in_the_module_the_table_names() -> None:
+    """`seqc.cli.app.LAZY_COMMANDS` says where each command lives; each group module's
+    `COMMANDS` holds exactly the commands the table gives it."""
+    import importlib
+
+    from seqc.cli.app import LAZY_COMMANDS, LAZY_GROUPS
+
+    for module in set(LAZY_COMMANDS.values()):
+        named = {n for n, m in LAZY_COMMANDS.items() if m == module}
+        assert set(importlib.import_module(module).COMMANDS) == named, module
+    for name, module in LAZY_GROUPS.items():
+        assert importlib.import_module(module).APP.info.name == name
 
 
 def test_help_lists_every_command() -> None:
@@ -38,7 +53,7 @@ def test_check_does_not_import_the_run_commands() -> None:
         "    app(['check', 'examples/lm/shakespeare.seq'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = [m for m in ('seqc.run.commands', 'seqc.data.commands', 'numpy', 'jax')"
+        "heavy = [m for m in ('seqc.cli.train', 'seqc.cli.data', 'numpy', 'jax')"
         " if m in sys.modules]\n"
         "print('heavy:', heavy)\n"
     )

@@ -167,7 +167,7 @@ def test_the_examples_check_from_the_repository(tmp_path: Path) -> None:
 def test_a_run_directory_freezes_the_texts_that_were_parsed(tmp_path: Path) -> None:
     """An import edited just after `seqc train` parsed it reached RUN/spec/ (the files were
     copied from disk at the run's start), while the run trained the old text."""
-    from seqc.run.rundir import copy_spec_tree
+    from seqc.run.rundir.directory import copy_spec_tree
 
     spec = sibling_layout(tmp_path / "project")
     (tmp_path / "project" / "seqc.toml").write_text("")
@@ -182,7 +182,7 @@ def test_a_run_directory_freezes_the_texts_that_were_parsed(tmp_path: Path) -> N
 
 
 def test_a_run_directory_copy_resolves_its_imports_inside_itself(tmp_path: Path) -> None:
-    from seqc.run.rundir import copy_spec_tree
+    from seqc.run.rundir.directory import copy_spec_tree
 
     spec = sibling_layout(tmp_path / "project")
     (tmp_path / "project" / "seqc.toml").write_text("")

@@ -16,14 +16,14 @@ import time
 import numpy as np
 import pytest
 
-from seqc.run.ctc_decode import (
+from seqc.run.decoding.ctc import (
     ctc_decode_batch,
     ctc_greedy,
     ctc_prefix_beam,
     ctc_prefix_beam_nbest,
     log_softmax,
 )
-from seqc.run.wer import error_rates
+from seqc.run.scoring.wer import error_rates
 
 A, B = 1, 2  # token ids; 0 is the blank
 
@@ -202,7 +202,7 @@ def test_batch_skips_masked_frames() -> None:
 def test_decoding_loads_no_framework() -> None:
     """Decoding an artifact's output must not pull in JAX or TensorFlow (seconds, gigabytes)."""
     probe = (
-        "import sys, seqc.run.ctc_decode, seqc.run.wer; "
+        "import sys, seqc.run.decoding.ctc, seqc.run.scoring.wer; "
         "print([m for m in ('jax', 'tensorflow', 'seqc.backends') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from seqc.data.commands import data_app
+from seqc.cli.data import APP as data_app
 from seqc.data.corpora import bible, shakespeare
 from seqc.data.errors import DataError
 from seqc.data.prepare import prepare, prepared

@@ -20,8 +20,8 @@ from seqc.backends.weights import match_params, read_weights
 from seqc.cli import app
 from seqc.compiler.scoring import SCORE_INPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
+from seqc.run.decoding.forced import teacher_forced
 from seqc.run.session import open_session
-from seqc.run.stepdecode import teacher_forced
 
 runner = CliRunner()
 

@@ -15,6 +15,7 @@ import pytest
 from lowering_helpers import compile_spec
 
 from seqc.backends.jax.linear_ce import linear_cross_entropy as jax_fused
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.lower.fused_loss import OP, chunking, rows_per_chunk
 from seqc.compiler.lower.sampled import HIDDEN
 from seqc.resolve.experiment import resolve
@@ -193,7 +194,7 @@ def test_a_training_step_is_the_unfused_one(backend_name: str, loss: str) -> Non
     plain = compile_spec(LM, QUICK, [*overrides, 'compile.passes=["fuse_matmul", "cse", "dce"]'])
     assert OP in {op.kind for op in fused.train_criterion.ops}
     assert OP not in {op.kind for op in plain.train_criterion.ops}
-    train = resolve(load_program(LM), QUICK, overrides).config["train"]
+    train = TrainConfig.of(resolve(load_program(LM), QUICK, overrides).config["train"])
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 50, (3, 11)).astype(np.int32)
     mask = np.ones((3, 10), bool)

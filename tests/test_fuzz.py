@@ -86,7 +86,7 @@ def test_valid_specs_mostly_check(folder: Path) -> None:
     assert ok >= 0.9 * len(outcomes), errors
 
 
-@fuzz_settings(150)
+@fuzz_settings(300)
 @given(case=fuzz_cases())
 def test_damaged_specs_fail_only_with_seqc_errors(case: Case, folder: Path) -> None:
     note(case.describe())

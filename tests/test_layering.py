@@ -1,13 +1,16 @@
-"""The shape of the package: imports flow one way along the pipeline, and the run commands reach
-backends only through their contract.
+"""The shape of the package: imports flow one way along the pipeline, and the run libraries and
+the commands reach backends only through their contract.
 
 spec -> resolve -> compiler -> backends -> run -> cli, with data beside them depending on spec and
-resolve only, and the language server (`lsp`) on the front end and the checks (spec, resolve,
+resolve only, and backends skipping resolve (they read the compiler's typed config, never the
+resolved spec), and the language server (`lsp`) on the front end and the checks (spec, resolve,
 compiler) only: an editor never loads a backend. `seqc.run` imports `seqc.backends.api` and
 `seqc.backends.registry` (and the format-neutral `seqc.backends.weights`), never a backend
 package; a run on one backend does not load another backend's code (nor, on JAX, TensorFlow; the
 other way round is TensorFlow's own doing: `import tensorflow` imports JAX when it is installed,
-for its converter).
+for its converter). The command line (`seqc.cli`) is the one stage that prints to a terminal:
+no library below it imports typer or rich, and it reaches backends through the registry (and
+the contract's types) only.
 
 Within a stage, no two modules import each other, however indirectly: a cycle means a concept
 lives on the wrong side (it belongs in a module both sides import, as each backend's `context.py`
@@ -35,21 +38,28 @@ ALLOWED = {
     "resolve": {"spec", "resolve"},
     "data": {"spec", "resolve", "data"},
     "compiler": {"spec", "resolve", "compiler"},
-    "backends": {"spec", "resolve", "compiler", "backends"},
+    "backends": {"spec", "compiler", "backends"},
     "run": {"spec", "resolve", "compiler", "backends", "data", "run"},
     "lsp": {"spec", "resolve", "compiler", "lsp"},
+    "cli": {"spec", "resolve", "compiler", "backends", "data", "run", "lsp", "cli"},
 }
-"""Which stages each stage may import (`seqc/cli.py` may import all of them)."""
+"""Which stages each stage may import (the command line, `seqc/cli/`, all of them)."""
 
 CONTRACT = {"api", "registry", "weights"}
 """The modules of `seqc.backends` that `seqc.run` may import."""
 
-KNOWN_CYCLES = {
-    # The host decoders import each other; removed by the run/ reorganisation (issue 34).
-    ("seqc.run.decode", "seqc.run.stepdecode"),
-    ("seqc.run.decode", "seqc.run.stepdecode", "seqc.run.stepbatch"),
-    ("seqc.run.stepbatch", "seqc.run.stepdecode"),
-}
+CLI_CONTRACT = {"api", "registry"}
+"""The modules of `seqc.backends` that `seqc.cli` may import: a command names a backend by its
+name and runs it through the library that drives it."""
+
+LIBRARIES = ("spec", "resolve", "compiler", "backends", "data", "run")
+"""The stages that print through their caller (`seqc.run.report.Reporter`, or plain data the
+command line lays out), never to a terminal of their own."""
+
+TERMINAL = {"typer", "click", "rich"}
+"""The command-line and terminal libraries only `seqc.cli` imports."""
+
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
 """Import cycles that exist and are being removed, each as `_cycles` gives it. A new cycle fails
 `test_no_import_cycles`, and so does one listed here that is gone (delete its line)."""
 
@@ -163,8 +173,63 @@ def test_run_talks_to_backends_through_their_contract() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def _third_party(path: Path) -> list[tuple[int, str]]:
+    """Every top-level package other than seqc a file imports, at any depth."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+    return [(line, name) for line, name in found if name != "seqc"]
+
+
+def test_libraries_import_no_terminal_library() -> None:
+    """`seqc.run` and the stages before it print through the `Reporter` their caller supplies
+    (or return plain data, as `seqc.compiler.graph_report` does): no module of theirs imports
+    typer, click or rich, lazily or not."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for stage in LIBRARIES
+        for path in sorted((PACKAGE / stage).rglob("*.py"))
+        for line, name in _third_party(path)
+        if name in TERMINAL
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_command_line_reaches_backends_through_the_registry() -> None:
+    """A command never imports a backend package (`seqc.backends.jax`, `tf`, `onnx`,
+    `tflite`): it names a backend, and `seqc.backends.registry` finds it."""
+    wrong = []
+    for path in sorted((PACKAGE / "cli").rglob("*.py")):
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if (
+                parts[:2] == ["seqc", "backends"]
+                and len(parts) > 2
+                and parts[2] not in CLI_CONTRACT
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_backends_never_read_the_resolved_spec() -> None:
+    """Configuration reaches a backend typed (`seqc.compiler.config`: `TrainConfig`,
+    `DecodeConfig`), built once by `compile_task`: no module under `seqc/backends` imports
+    `seqc.resolve`, lazily or not, so none indexes the resolved dict by string or restates a
+    default the catalogue declares."""
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((PACKAGE / "backends").rglob("*.py"))
+        for line, module in _imports(path)
+        if module == "seqc.resolve" or module.startswith("seqc.resolve.")
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
 def test_the_checker_catches_a_leak(tmp_path: Path) -> None:
-    """The two tests above read lazy imports too: a leak inside a function is found."""
+    """The tests above read lazy imports too: a leak inside a function is found."""
     leak = tmp_path / "leak.py"
     leak.write_text("def f():\n    from seqc.backends.jax.train import JaxModel\n")
     assert (2, "seqc.backends.jax.train") in _imports(leak)

@@ -24,8 +24,9 @@ import pytest
 from test_train import LM_SPEC, _corpus
 from typer.testing import CliRunner
 
-from seqc.cli import NATIVE_LOG_ENV, app
-from seqc.run.artifact import MANIFEST, sha256_of, write_manifest
+from seqc.cli import app
+from seqc.cli.logs import NATIVE_LOG_ENV
+from seqc.run.export.artifact import MANIFEST, sha256_of, write_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
@@ -116,8 +117,8 @@ LOADERS = [
     "seqc/backends/onnx/artifact.py",
     "seqc/backends/tflite/runtime.py",
     "seqc/backends/tflite/artifact.py",
-    "seqc/run/artifact.py",
-    "seqc/run/stepdecode.py",
+    "seqc/run/export/artifact.py",
+    "seqc/run/decoding/steps.py",
     "seqc/data/tokenizers.py",
 ]
 CODE_LOADERS = {
@@ -178,7 +179,7 @@ def test_native_log_filter_keeps_errors_and_python_output() -> None:
     script = textwrap.dedent(
         """\
         import os, sys
-        from seqc.cli import quiet_native_logs
+        from seqc.cli.logs import quiet_native_logs
         undo = quiet_native_logs()
         os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are "
                     b"written to STDERR\\n")
@@ -232,7 +233,7 @@ def test_an_export_that_finds_its_folder_written_meanwhile_says_so(
 ) -> None:
     """Two exports into one --out at once: the one that finished second crashed renaming its
     artifact into place (FileExistsError, exit 3) and left its hidden folders behind."""
-    import seqc.run.export as export
+    import seqc.run.export.build as export
 
     base, run, _ = exported
     out = tmp_path / "out"

@@ -600,9 +600,9 @@ def _lower_spec(tmp_path: Path, text: str, experiment: str = "e", task: str | No
 
 @pytest.mark.filterwarnings("ignore:Some donated buffers were not usable")
 def test_tiny_lm_loss_falls(tmp_path: Path) -> None:
-    resolved, compiled = _compile_spec(tmp_path, LM_SPEC)
-    model = JaxModel(compiled, resolved.config["train"])
-    rate = learning_rate(resolved.config["train"])
+    _, compiled = _compile_spec(tmp_path, LM_SPEC)
+    model = JaxModel(compiled, compiled.train)
+    rate = learning_rate(compiled.train)
     state = model.init(seed=0)
     rng = RNG(30)
     rows, length, period = 8, 12, 5

@@ -409,7 +409,7 @@ def test_a_warm_start_loads_a_single_task_run_into_the_shared_layers(tmp_path: P
     assert loaded["embed.table"] == "embed.table" and loaded["out.w"] == "a.out.w"
     assert "b.out.w" in info["fresh"]
     assert result.tasks_before is not None  # evaluated at step 0: the loaded weights
-    from seqc.run.evaluate import evaluate
+    from seqc.run.scoring.evaluate import evaluate
 
     alone_dev = evaluate(first.model, first.state["params"], alone.pipeline, "dev")
     assert abs(result.tasks_before["a"]["perplexity"] - alone_dev["perplexity"]) < 1e-3 * max(

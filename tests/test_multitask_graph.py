@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from seqc.cli import app
+from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import DTYPE_BYTES
 from seqc.compiler.multitask import MultiTask
-from seqc.compiler.placement.plan import optimizer_slots, place, place_joint
+from seqc.compiler.placement.plan import place, place_joint
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.session import compile_joint
 
@@ -120,7 +121,7 @@ def test_place_plans_every_task_with_each_shared_param_held_once(
     shared = sum(
         p.size * DTYPE_BYTES[p.type.dtype] for n, p in multi.params.items() if len(owners[n]) > 1
     )
-    per_param = 2 + optimizer_slots(resolved.config["train"]["optimizer"])
+    per_param = 2 + OptimizerConfig.of(resolved.config["train"]["optimizer"]).slots
     assert shared == 4 * (EMBED + BLOCK)
     assert _persistent(plans["joint"]) == (
         _persistent(plans["a"]) + _persistent(plans["b"]) - shared * per_param

@@ -15,6 +15,7 @@ import pytest
 from lowering_helpers import compile_spec, params_of, run
 
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.passes import DEFAULT_PASSES, PASSES, run_passes
 from seqc.resolve.program import load_program
@@ -157,7 +158,7 @@ def test_a_checkpoint_trained_without_passes_resumes_with_them(
     engine = backend(backend_name)
     from seqc.resolve.experiment import resolve
 
-    train = resolve(load_program(EXAMPLES / rel), exp).config["train"]
+    train = TrainConfig.of(resolve(load_program(EXAMPLES / rel), exp).config["train"])
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 50, (2, 9)).astype(np.int32)
 
@@ -168,11 +169,11 @@ def test_a_checkpoint_trained_without_passes_resumes_with_them(
     old = engine.model(plain, train)
     state = old.init(0)
     state, _ = old.train_step(state, batch, 1e-3)
-    store = engine.checkpoints(tmp_path / "ckpt")
+    store = engine.checkpoints(tmp_path / "ckpt", train.keep_checkpoints)
     store.save(1, state)
     store.close()
     new = engine.model(passed, train)
-    restored = engine.checkpoints(tmp_path / "ckpt").restore(new.init(1))
+    restored = engine.checkpoints(tmp_path / "ckpt", train.keep_checkpoints).restore(new.init(1))
     want = float(old.eval_step(state["params"], batch)["loss"])
     got = float(new.eval_step(restored["params"], batch)["loss"])
     assert got == pytest.approx(want, rel=1e-6)

@@ -193,7 +193,7 @@ def test_place_command(tmp_path, placement):
     pytest.importorskip("seqc.compiler.placement.algorithms")
     import typer
 
-    from seqc.run.place import place_cmd
+    from seqc.cli.devices import place_cmd
 
     blocks = ROOT / "examples" / "common" / "transformer.seq"
     spec = tmp_path / "tiny.seq"

@@ -95,7 +95,7 @@ def test_a_jax_checkpoint_the_device_has_no_room_for_is_refused_unbegun(tmp_path
     from seqc.backends.jax.checkpoint import Checkpoints
 
     with tmpfs(tmp_path / "small", "64k") as small:
-        store = Checkpoints(small / "checkpoints")
+        store = Checkpoints(small / "checkpoints", keep=3)
         try:
             with pytest.raises(NoSpace) as e:
                 store.save(1, _jax_state())
@@ -116,7 +116,7 @@ def test_orbaxs_own_full_device_error_is_no_space_said_once(
 
     monkeypatch.setattr(disk, "free_bytes", lambda path: 1 << 40)  # the check sees room
     with tmpfs(tmp_path / "small", "64k") as small:
-        store = Checkpoints(small / "checkpoints")
+        store = Checkpoints(small / "checkpoints", keep=3)
         try:
             with pytest.raises(NoSpace) as e:
                 store.save(1, _jax_state())
@@ -141,7 +141,7 @@ def test_tensorflows_full_device_error_is_no_space(tmp_path: Path) -> None:
     opt = SimpleNamespace(count=tf.Variable(0), slots={"w": slot})
     state = {"params": {"w": w}, "step": tf.Variable(1), "seed": tf.Variable(0), "opt": opt}
     with tmpfs(tmp_path / "small", "64k") as small:
-        store = TfCheckpoints(small / "checkpoints")
+        store = TfCheckpoints(small / "checkpoints", keep=3)
         with pytest.raises(NoSpace) as e:
             store.save(1, state)
         assert e.value.step == 1 and e.value.device == small
@@ -216,7 +216,7 @@ def test_a_killed_runs_half_written_checkpoint_is_swept(tmp_path: Path) -> None:
     half = folder / "100.orbax-checkpoint-tmp"
     (half / "default").mkdir(parents=True)
     (half / "default" / "part").write_bytes(b"x" * 100)
-    store = Checkpoints(folder)
+    store = Checkpoints(folder, keep=3)
     try:
         store.save(1, _jax_state())  # orbax finishes its sweep before the first save
         assert sorted(os.listdir(folder)) == ["1"]
@@ -289,10 +289,11 @@ def _rank(launcher: int, rank: int) -> int:
 LIBRARIES_LOG = """
 import logging, warnings
 import click, typer
-from seqc import cli
+from seqc.cli import app
+from seqc.cli.logs import quiet_native_logs
 
-undo = cli.quiet_native_logs()  # as `seqc` (main) runs a command without --debug
-group = typer.main.get_command(cli.app)
+undo = quiet_native_logs()  # as `seqc` (main) runs a command without --debug
+group = typer.main.get_command(app)
 group.get_command(click.Context(group), "average")  # a heavy command: the backends' libraries
 from absl import logging as absl_logging
 

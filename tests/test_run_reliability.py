@@ -61,7 +61,7 @@ def _train_steps(run: Path) -> list[int]:
 HOLD = r"""
 import sys, time
 from pathlib import Path
-from seqc.run.lock import RunLock
+from seqc.run.rundir.lock import RunLock
 with RunLock(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(120)

@@ -20,6 +20,7 @@ from test_tf_train_parity import SPEC, batches, models
 
 from seqc.backends.jax.ops import run_graph
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import GraphBuilder, Head, Init, TensorType
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.lower.sampled import lower_sampled
@@ -48,7 +49,7 @@ def loss_call(kind: str, **args: object) -> CallValue:
     return CallValue(kind=kind, namespace="loss", args=full)
 
 
-def compiled(tmp: Path, loss: str, tie: bool = True) -> tuple[CompiledTask, dict]:
+def compiled(tmp: Path, loss: str, tie: bool = True) -> tuple[CompiledTask, TrainConfig]:
     spec = tmp / "lm.seq"
     text = SPEC.format().replace("cross_entropy(label_smoothing = 0.1)", loss)
     if not tie:
@@ -56,7 +57,7 @@ def compiled(tmp: Path, loss: str, tie: bool = True) -> tuple[CompiledTask, dict
     spec.write_text(text)
     task = compile_spec(spec, "tiny", symbols={"tiny.vocab_size": V})
     train = resolve(load_program(spec), "tiny", symbols={"tiny.vocab_size": V}).config["train"]
-    return task, dict(train)
+    return task, TrainConfig.of(train)
 
 
 def with_candidates(arrays: dict, ids: np.ndarray, log_q: np.ndarray, labels: str) -> dict:

@@ -24,10 +24,10 @@ from seqc.compiler.min_length import dim_value, min_audio_samples, shortest
 from seqc.data.audio import load_wav, write_wav
 from seqc.data.errors import DataError
 from seqc.resolve.values import CallValue
-from seqc.run.evaluate import headline, summarize
 from seqc.run.patience import score_of
+from seqc.run.scoring.evaluate import headline, summarize
+from seqc.run.scoring.transcribe import Transcriber
 from seqc.run.session import compile_experiment, open_session
-from seqc.run.transcribe import Transcriber
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "examples" / "asr" / "spoken_numbers.seq"

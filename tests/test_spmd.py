@@ -54,7 +54,7 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
     program = load_program(spec)
     r = resolve(program, "tiny", [f"distribution.mesh={mesh}"], symbols={"tiny.vocab_size": VOCAB})
     task = compile_task(program, r, "lm")
-    train = dict(r.config["train"])
+    train = task.train
     model = JaxModel(task, train, plan_sharding(task.graph, r, "lm"))
     state, rate, losses = model.init(0), learning_rate(train), []
     exchanges = None

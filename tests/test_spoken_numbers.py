@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from seqc.cli.data import APP as data_app
 from seqc.data.audio import read_wav
 from seqc.data.calls import make_call
-from seqc.data.commands import data_app
 from seqc.data.corpora import spoken_numbers
 from seqc.data.pipeline import InputPipeline
 from seqc.data.prepare import describe, prepare

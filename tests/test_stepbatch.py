@@ -1,4 +1,4 @@
-"""Decoding several sources at once (`seqc.run.stepbatch`) against one at a time.
+"""Decoding several sources at once (`seqc.run.decoding.steps.decode_all`) against one at a time.
 
 On the trained toy encoder-decoder of `test_tf_decode.py` (it reverses its source), greedy and
 beam search over batches of sources of different lengths give each source exactly the tokens
@@ -21,9 +21,8 @@ from seqc.backends.registry import backend
 from seqc.compiler.incremental import incremental, stepping_inputs
 from seqc.compiler.signature import input_fields
 from seqc.compiler.step_signature import StepSignature
-from seqc.run.decode import decoder_for
-from seqc.run.stepbatch import decode_all
-from seqc.run.stepdecode import StepDecoder
+from seqc.run.decoding.decoders import decoder_for
+from seqc.run.decoding.steps import StepDecoder, decode_all
 
 
 def sources(n: int = 11, seed: int = 5) -> list[list[int]]:
@@ -80,8 +79,8 @@ def test_sampling_stays_one_source_at_a_time(decoder: StepDecoder) -> None:
 def test_translations_are_scored_from_batches(mt: Setup, monkeypatch) -> None:
     """`decoder_for` gives the run commands a decoder that decodes in batches, and
     `score_translations` uses it: one batch call for the split, hypotheses in split order."""
-    from seqc.run import stepbatch
-    from seqc.run.translate import score_translations
+    from seqc.run.decoding import steps as stepbatch
+    from seqc.run.scoring.translate import score_translations
 
     m = mt.model
     dec = decoder_for(m, m.params, BOS, EOS, PAD)
@@ -141,7 +140,7 @@ def test_later_evaluations_reuse_what_jax_compiled(mt: Setup) -> None:
 
 def decoder_for_backend(m, params):
     """`decoder_for`'s step decoder on JAX, whatever backend trained the toy model."""
-    from seqc.run.decode import step_decoder
+    from seqc.run.decoding.decoders import step_decoder
 
     jax_model = SimpleNamespace(task=m.task, backend="jax")
     dec = step_decoder(jax_model, params, BOS, EOS, PAD)
@@ -164,7 +163,7 @@ def _feeds(dec: StepDecoder, src: list[int]) -> dict:
 def test_history_caches_grow_as_decoding_goes_on(decoder: StepDecoder, monkeypatch) -> None:
     """Caches start with `FIRST_HISTORY` slots and double when decoding reaches their end:
     the tokens are those of a buffer sized for `max_length` from the start."""
-    from seqc.run import stepdecode
+    from seqc.run.decoding import steps as stepdecode
 
     how = strategy("greedy", max_length=40)
     beam = strategy("beam", width=2, length_penalty=0.6, max_length=40)

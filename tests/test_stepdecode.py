@@ -18,8 +18,9 @@ from seqc.backends.jax.step import JaxStepFunctions
 from seqc.compiler.incremental import incremental, stepping_inputs
 from seqc.compiler.signature import input_fields
 from seqc.compiler.step_signature import StepSignature
-from seqc.run.decode import Decoder, decoder_for
-from seqc.run.stepdecode import StepDecoder
+from seqc.run.decoding.decoders import decoder_for
+from seqc.run.decoding.search import Decoder
+from seqc.run.decoding.steps import StepDecoder
 
 
 @pytest.fixture(scope="module", params=["lm", "mt"])
@@ -70,7 +71,7 @@ def test_step_functions_agree_across_backends(pair) -> None:
     import numpy as np
 
     from seqc.backends.registry import backend
-    from seqc.run.stepdecode import teacher_forced
+    from seqc.run.decoding.forced import teacher_forced
 
     setup, _, dec = pair
     m = setup.model

@@ -1,11 +1,12 @@
 """In-graph decoding on TensorFlow (`TfDecoder`) against the reference decoder.
 
 Why: `TfDecoder` runs each whole decode loop inside one `tf.function` (a `tf.while_loop` over
-steps, the full forward recomputed over a fixed buffer), where `seqc.run.decode.Decoder` runs one
-forward per step from Python. Driven by the same `TfModel` and params, greedy decoding and beam
-search must give the reference's tokens exactly. Sampling draws from TF's stateless generator,
-not numpy's, so it is checked by its properties: one output per seed, and temperature, top-k and
-top-p cut the distribution where the reference does.
+steps, the full forward recomputed over a fixed buffer), where
+`seqc.run.decoding.search.Decoder` runs one forward per step from Python. Driven by the same
+`TfModel` and params, greedy decoding and beam search must give the reference's tokens exactly.
+Sampling draws from TF's stateless generator, not numpy's, so it is checked by its properties:
+one output per seed, and temperature, top-k and top-p cut the distribution where the reference
+does.
 
 The models are tiny (width 32, one layer, 50 tokens) and trained for a few seconds on toy tasks:
 an LM whose lines count up from a random token and end after a random length, and an
@@ -26,10 +27,11 @@ import pytest
 from seqc.backends.tf.decode import TfDecoder
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import compile_task
+from seqc.compiler.config import DecodeConfig, TrainConfig
 from seqc.resolve.experiment import resolve
 from seqc.resolve.program import load_program
 from seqc.resolve.values import CallValue
-from seqc.run.decode import Decoder
+from seqc.run.decoding.search import Decoder
 from seqc.run.schedule import learning_rate
 from seqc.spec.kinds import REGISTRY
 
@@ -177,7 +179,7 @@ def trained(
     resolved = resolve(
         program, experiment, symbols={"lines.vocab_size": VOCAB, "pairs.vocab_size": VOCAB}
     )
-    train = dict(resolved.config["train"])
+    train = TrainConfig.of(resolved.config["train"])
     model = TfModel(compile_task(program, resolved, resolved.tasks[0]), train)
     model.init(seed)
     rng, rate = np.random.default_rng(seed), learning_rate(train)
@@ -243,7 +245,7 @@ def test_greedy_matches_reference(setup: Setup, decoders: tuple[Decoder, TfDecod
     lengths = []
     for prompt, src in cases(setup):
         want = ref.generate(greedy, prompt, src)
-        assert dec.generate(greedy, prompt, src) == want, (prompt, src)
+        assert dec.generate(DecodeConfig.of(greedy), prompt, src) == want, (prompt, src)
         lengths.append(len(want))
     assert min(lengths) < 12, "no output ended at EOS: the stop is untested"
 
@@ -254,7 +256,7 @@ def test_lm_runs_past_eos_without_stop_at_eos(lm: Setup) -> None:
     ref = Decoder(m, m.params, BOS, EOS, PAD)
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=20)
-    outs = [dec.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
+    outs = [dec.generate(DecodeConfig.of(greedy), p, stop_at_eos=False) for p in lm.prompts]
     assert outs == [ref.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
     assert all(len(o) == 20 for o in outs)
     assert any(EOS in o for o in outs)
@@ -273,7 +275,7 @@ def test_beam_matches_reference(
         beam = strategy("beam", width=width, length_penalty=alpha, max_length=12)
         for prompt, src in cases(setup):
             want = ref.generate(beam, prompt, src)
-            assert dec.generate(beam, prompt, src) == want, (alpha, prompt, src)
+            assert dec.generate(DecodeConfig.of(beam), prompt, src) == want, (alpha, prompt, src)
             ended += len(want) < 12
             differs += want != ref.generate(greedy, prompt, src)
     assert ended and differs, (ended, differs)
@@ -287,12 +289,12 @@ def test_sampling_is_reproducible_per_seed(lm: Setup) -> None:
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     sample = strategy("sample", temperature=1.5, max_length=12)
     prompt = lm.prompts[1]
-    first = [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
-    assert first == [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
+    first = [dec.generate(DecodeConfig.of(sample), prompt, seed=s) for s in range(1, 6)]
+    assert first == [dec.generate(DecodeConfig.of(sample), prompt, seed=s) for s in range(1, 6)]
     assert len({tuple(o) for o in first}) > 1, "every seed drew the same tokens"
     # With no seed argument the strategy's own seed is used.
     seeded = strategy("sample", temperature=1.5, max_length=12, seed=3)
-    assert dec.generate(seeded, prompt) == first[2]
+    assert dec.generate(DecodeConfig.of(seeded), prompt) == first[2]
 
 
 @pytest.mark.parametrize(
@@ -304,7 +306,7 @@ def test_sampling_without_choice_is_greedy(
     """A temperature near zero, top-k of 1 or a nucleus of one token leave one candidate."""
     ref, dec = decoders
     greedy = strategy("greedy", max_length=12)
-    sample = strategy("sample", max_length=12, **({"temperature": 2.0} | args))
+    sample = DecodeConfig.of(strategy("sample", max_length=12, **({"temperature": 2.0} | args)))
     for prompt, src in cases(setup):
         assert dec.generate(sample, prompt, src, seed=7) == ref.generate(greedy, prompt, src)
 
@@ -326,7 +328,7 @@ def test_sampled_tokens_lie_in_the_kept_set(lm: Setup, args: dict[str, float]) -
     sample = strategy("sample", max_length=10, temperature=temperature, **args)
     for seed in range(4):
         prefix = [BOS, *lm.prompts[2]]
-        for tok in dec.generate(sample, lm.prompts[2], seed=seed):
+        for tok in dec.generate(DecodeConfig.of(sample), lm.prompts[2], seed=seed):
             logp = next_logp(m, prefix) / temperature
             order = np.argsort(-logp)
             if "top_k" in args:
@@ -350,24 +352,24 @@ def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=12)
     for prompt in ([], [5], [5, 6, 7]):  # buffers of 16
-        dec.generate(greedy, prompt)
+        dec.generate(DecodeConfig.of(greedy), prompt)
     assert dec.trace_count == 1
-    dec.generate(greedy, list(range(5, 15)))  # a buffer of 32
+    dec.generate(DecodeConfig.of(greedy), list(range(5, 15)))  # a buffer of 32
     assert dec.trace_count == 2
     for seed, temperature, top_k in ((1, 0.5, 0), (2, 1.0, 5), (3, 2.0, 0)):
-        dec.generate(
-            strategy("sample", temperature=temperature, top_k=top_k, max_length=10), [7], seed=seed
-        )
+        sample = strategy("sample", temperature=temperature, top_k=top_k, max_length=10)
+        dec.generate(DecodeConfig.of(sample), [7], seed=seed)
     assert dec.trace_count == 3
     for alpha in (0.0, 0.6):
         for prompt in ([], [5, 6]):
-            dec.generate(strategy("beam", width=3, length_penalty=alpha, max_length=12), prompt)
+            beam = strategy("beam", width=3, length_penalty=alpha, max_length=12)
+            dec.generate(DecodeConfig.of(beam), prompt)
     assert dec.trace_count == 4
 
     mm = mt.model
     dec = TfDecoder(mm, mm.params, BOS, EOS, PAD)
     for src in mt.sources:  # sources of 3 to 16 tokens
-        dec.generate(greedy, [], src)
+        dec.generate(DecodeConfig.of(greedy), [], src)
     assert dec.trace_count == 1
 
 
@@ -375,6 +377,7 @@ def test_errors_name_the_problem(mt: Setup) -> None:
     m = mt.model
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     with pytest.raises(ValueError, match="needs `src`"):
-        dec.generate(strategy("greedy"), [])
+        dec.generate(DecodeConfig.of(strategy("greedy")), [])
     with pytest.raises(ValueError, match="expected one of greedy, sample, beam"):
-        dec.generate(CallValue(kind="nucleus", namespace="decode", args={"max_length": 4}), [], [5])
+        nucleus = CallValue(kind="nucleus", namespace="decode", args={"max_length": 4})
+        dec.generate(DecodeConfig.of(nucleus), [], [5])

@@ -29,6 +29,7 @@ from lowering_helpers import compile_spec, params_of
 from test_tf_train_parity import SPEC, VOCAB, batches
 from seqc.backends.tf.backend import BACKEND
 from collections import Counter
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.placement.from_graph import problem_from_graph
 from seqc.compiler.placement.plan import op_devices, run_placement
 from seqc.resolve.experiment import resolve
@@ -47,7 +48,7 @@ by_layer = problem_from_graph(graph, [{"memory": 1 << 40}] * 2, batch_dims=dims,
 manual = run_placement(by_layer, "manual", {"layers": {"blocks": 1, "out": 1}})
 by_layer_plan = op_devices(by_layer, manual)
 params = params_of(graph)
-cfg = dict(resolved.config["train"])
+cfg = TrainConfig.of(resolved.config["train"])
 rate = learning_rate(cfg)
 losses = {}
 devices = {}

@@ -60,7 +60,7 @@ def curve(engine, mesh, steps, *sets):
     overrides = [f"distribution.mesh={mesh}", *sets]
     r = resolve(program, "tiny", overrides, symbols={"tiny.vocab_size": VOCAB})
     task = compile_task(program, r, "lm")
-    train = dict(r.config["train"])
+    train = task.train
     model = engine.model(task, train, sharding=plan_sharding(task.graph, r, "lm"))
     state, rate, losses = model.init(0), learning_rate(train), []
     for step, batch in enumerate(data[:steps]):

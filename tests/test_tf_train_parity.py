@@ -32,6 +32,7 @@ from seqc.backends.jax.train import JaxModel
 from seqc.backends.tf.optim import optimizer as tf_optimizer
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
+from seqc.compiler.config import TrainConfig
 from seqc.resolve.values import CallValue
 from seqc.run.schedule import learning_rate, schedule
 from seqc.spec.kinds import REGISTRY
@@ -93,6 +94,11 @@ def call(namespace: str, kind: str, **args: Any) -> CallValue:
     return CallValue(kind=kind, namespace=namespace, args=full)
 
 
+def train_config(**given: Any) -> TrainConfig:
+    """A train block with the catalogue's defaults but for `given`, typed as backends read it."""
+    return TrainConfig.of(call("block", "train", **given).args)
+
+
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory: pytest.TempPathFactory) -> tuple[CompiledTask, dict]:
     """The tiny LM, compiled, and its train config."""
@@ -120,7 +126,7 @@ def batches(n: int, seed: int = 0) -> list[Batch]:
     return out
 
 
-def models(compiled: CompiledTask, train: dict) -> tuple[JaxModel, dict, TfModel]:
+def models(compiled: CompiledTask, train: TrainConfig) -> tuple[JaxModel, dict, TfModel]:
     """Both models from the same params: `params_of` puts noise on the zero- and one-initialised
     ones, so that no param starts at zero (after a first Adam step such a param would be its
     own update, lr * g / (|g| + eps), which roundoff in a g near eps moves relatively much)."""
@@ -196,8 +202,9 @@ def optax_schedule(lr: Any, total: int) -> Any:
 @pytest.mark.parametrize("case", sorted(SCHEDULES))
 def test_schedule_values_match_optax(case: str) -> None:
     lr, total = SCHEDULES[case], 12
-    want_fn, got_fn = optax_schedule(lr, total), schedule(lr, total)
-    at = learning_rate({"optimizer": call("optimizer", "sgd", lr=lr), "steps": total})
+    train = train_config(optimizer=call("optimizer", "sgd", lr=lr), steps=total)
+    want_fn, got_fn = optax_schedule(lr, total), schedule(train.optimizer.lr, total)
+    at = learning_rate(train)
     for step in range(total + 3):
         want = float(want_fn(jax.numpy.asarray(step, jax.numpy.int32)))
         assert abs(got_fn(step) - want) <= 1e-6 * max(abs(want), 1e-8), (step, got_fn(step), want)
@@ -206,8 +213,8 @@ def test_schedule_values_match_optax(case: str) -> None:
 
 def test_accumulation_counts_updates_not_steps() -> None:
     lr = SCHEDULES["linear_warmup"]
-    train = {"optimizer": call("optimizer", "sgd", lr=lr), "steps": 20, "accumulate": 4}
-    at, per_update = learning_rate(train), schedule(lr, 20)
+    train = train_config(optimizer=call("optimizer", "sgd", lr=lr), steps=20, accumulate=4)
+    at, per_update = learning_rate(train), schedule(train.optimizer.lr, 20)
     assert [at(s) for s in range(8)] == [per_update(0)] * 4 + [per_update(1)] * 4
 
 
@@ -239,7 +246,7 @@ def test_optimizer_steps_match_jax(lm: tuple, case: str) -> None:
     """Three steps (so moments and schedule counts are past their first values), each compared:
     the gradient norm is above `clip_norm`, so clipping is active."""
     compiled, train = lm
-    train = train | {"optimizer": OPTIMIZERS[case], "steps": 10, "clip_norm": 0.5}
+    train = TrainConfig.of(train | {"optimizer": OPTIMIZERS[case], "steps": 10, "clip_norm": 0.5})
     jm, state, tm = models(compiled, train)
     rate = learning_rate(train)
     for step, batch in enumerate(batches(3, seed=1)):
@@ -295,7 +302,7 @@ def test_update_rule_with_host_rate_is_optax(case: str) -> None:
         opt = call("optimizer", "adafactor", lr=SCHEDULES["cosine"], factored=factored)
     else:
         opt = OPTIMIZERS[case]
-    train = {"optimizer": opt, "steps": 12}
+    train = train_config(optimizer=opt, steps=12)
     rng = np.random.default_rng(0)
     params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in ADAFACTOR_SHAPES.items()}
     ref, ref_state = optax_optimizer(opt, 12), None
@@ -322,7 +329,7 @@ def test_adafactor_matches_optax_on_factored_shapes(factored: bool) -> None:
     optimizer alone: params of shapes that factor (both ways round) and that do not, fed the
     same random gradients for three updates, on TF and in optax."""
     opt = call("optimizer", "adafactor", lr=SCHEDULES["cosine"], factored=factored)
-    train = {"optimizer": opt, "steps": 12}
+    train = train_config(optimizer=opt, steps=12)
     rng = np.random.default_rng(0)
     params = {k: rng.normal(0.0, 0.5, s).astype(np.float32) for k, s in ADAFACTOR_SHAPES.items()}
     tx, rate = optax_optimizer(opt, 12), learning_rate(train)
@@ -353,7 +360,7 @@ def curves(compiled: CompiledTask, train: dict, steps: int = 50) -> tuple:
     """Adam with a warm-up schedule on both backends from the same params over the same
     batches: (JAX losses, TF losses, JAX model, its state, TF model, the batches)."""
     opt = call("optimizer", "adam", lr=call("schedule", "warmup_rsqrt", peak=1e-2, warmup=10))
-    train = train | {"optimizer": opt, "steps": steps, "clip_norm": 0.5}
+    train = TrainConfig.of(train | {"optimizer": opt, "steps": steps, "clip_norm": 0.5})
     jm, state, tm = models(compiled, train)
     rate = learning_rate(train)
     data = batches(5, seed=2)

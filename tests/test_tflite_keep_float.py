@@ -29,7 +29,7 @@ from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import Graph
 from seqc.resolve.experiment import resolve
 from seqc.resolve.program import load_program
-from seqc.run.export import Job, folder_name, plan
+from seqc.run.export.plan import Job, folder_name, plan
 from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,9 @@ from test_translate import SPEC as TRANSLATE_SPEC
 from typer.testing import CliRunner
 
 from seqc.cli import app
-from seqc.run import commands
-from seqc.run.outputs import LineFile, one_line, write_folder
+from seqc.cli import decode as decode_commands
+from seqc.cli import eval as eval_commands
+from seqc.run.rundir.outputs import LineFile, one_line, write_folder
 from seqc.spec.errors import FileError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,7 +117,7 @@ def test_eval_scores_the_whole_test_split_and_writes_its_translations(
     run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, run_dir, splits = run
-    monkeypatch.setattr(commands, "DEV_LIMIT", 4)  # dev's default cap; test has none
+    monkeypatch.setattr(eval_commands, "DEV_LIMIT", 4)  # dev's default cap; test has none
     result = runner.invoke(app, ["eval", *base, "--split", "test"])
     assert result.exit_code == 0, result.output
     assert f"({TEST_SIZE} examples; {SIGNATURE}" in result.stdout
@@ -155,7 +156,7 @@ def test_decoding_a_file_in_batches_gives_each_line_its_own_translation(
 ) -> None:
     """`seqc decode --input` translates its lines several at a time (`hypotheses`): chunked
     differently, or one line at a time (`hypothesis`), the lines are the same."""
-    from seqc.run import generators
+    from seqc.run.decoding import generators
 
     base, _, splits = run
     path = _sources(tmp_path, [*(s for s, _ in splits["test"][:9]), ""])
@@ -168,7 +169,7 @@ def test_decoding_a_file_in_batches_gives_each_line_its_own_translation(
     def one_at_a_time(gen: object, lines: list[str]) -> Iterator[str]:
         return (generators.hypothesis(gen, line) for line in lines)
 
-    monkeypatch.setattr(commands, "hypotheses", one_at_a_time)
+    monkeypatch.setattr(decode_commands, "hypotheses", one_at_a_time)
     alone = runner.invoke(app, ["decode", *base, "--input", str(path)])
     assert alone.stdout == batched.stdout and batched.stdout.endswith("\n\n")
 
@@ -231,7 +232,7 @@ def test_an_interrupted_decode_leaves_the_earlier_file(
                 raise KeyboardInterrupt
             yield "half"
 
-    monkeypatch.setattr(commands, "hypotheses", stop_at_the_second)
+    monkeypatch.setattr(decode_commands, "hypotheses", stop_at_the_second)
     result = runner.invoke(app, ["decode", *base, "--input", str(path), "--output", str(target)])
     assert result.exit_code == 130 and len(calls) == 2  # 128 + SIGINT, as a shell reports
     assert target.read_text() == "earlier\n"
@@ -257,7 +258,7 @@ def test_line_files_and_folders_are_written_whole(tmp_path: Path) -> None:
 def test_an_averaged_checkpoint_is_evaluated_under_its_own_name(tmp_path: Path) -> None:
     """`seqc average` names its newest step, as the run's checkpoint of that step is named:
     their evaluations go to folders of their own."""
-    from seqc.run.commands import _checkpoint_tag
+    from seqc.run.evaluation import checkpoint_tag as _checkpoint_tag
 
     run = tmp_path / "run"
     assert _checkpoint_tag(run, run / "checkpoints", 30) == "30"

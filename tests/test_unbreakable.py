@@ -27,9 +27,9 @@ from typer.testing import CliRunner
 
 from seqc.cli import app
 from seqc.compiler.check import check_program
-from seqc.resolve.experiment import MAX_EXTENDS_DEPTH
-from seqc.resolve.layers import MAX_LAYER_DEPTH
+from seqc.resolve.layers.nesting import MAX_LAYER_DEPTH
 from seqc.resolve.program import SEQC_PATH, load_program
+from seqc.resolve.statements import MAX_EXTENDS_DEPTH
 from seqc.spec.errors import SeqcError
 
 runner = CliRunner()

@@ -1,7 +1,8 @@
-"""`seqc data ...`: preparing the corpora the example specs read.
+"""`seqc data ...`: preparing the corpora the example specs read (`seqc.data.prepare`).
 
-Mounted by `seqc.cli` as the `data` sub-command. A data error (unknown corpus, source not
-reachable) prints its message and hint and exits with code 2, as spec errors do.
+Its commands run under the same guard as every other (`seqc.cli.guard`): a data error (unknown
+corpus, source not reachable, a tool not installed) prints its message and hint and exits 2,
+anything else exits 3, `--debug` shows the traceback.
 """
 
 from __future__ import annotations
@@ -11,30 +12,24 @@ from typing import Annotated
 
 import typer
 
+from seqc.cli.guard import guarded
+from seqc.cli.options import DataCacheOpt
 from seqc.data.prepare import CORPORA, describe, prepare, state
-from seqc.spec.errors import SeqcError
 
-data_app = typer.Typer(
+APP = typer.Typer(
+    name="data",
     help="Prepare the corpora the example specs train on (into .cache/data/NAME).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-CacheOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cache-dir",
-        help="Folder holding one sub-folder per corpus. [default: .cache/data]",
-        show_default=False,
-    ),
-]
 
-
-@data_app.command("prepare")
+@APP.command("prepare")
+@guarded
 def prepare_cmd(
     name: Annotated[str, typer.Argument(help=f"Corpus: {', '.join(CORPORA)}.")],
-    cache_dir: CacheOpt = None,
+    cache_dir: DataCacheOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even if prepared.")] = False,
     source: Annotated[
         Path | None,
@@ -45,16 +40,12 @@ def prepare_cmd(
     ] = None,
 ) -> None:
     """Build a corpus's train/dev/test files and manifest; skip it if already prepared."""
-    try:
-        result = prepare(name, cache_dir, force=force, source=source)
-    except SeqcError as e:
-        typer.echo(e.render(), err=True)
-        raise typer.Exit(2) from None
-    typer.echo(describe(result))
+    typer.echo(describe(prepare(name, cache_dir, force=force, source=source)))
 
 
-@data_app.command("list")
-def list_cmd(cache_dir: CacheOpt = None) -> None:
+@APP.command("list")
+@guarded
+def list_cmd(cache_dir: DataCacheOpt = None) -> None:
     """The corpora seqc can prepare, and whether each is prepared."""
     for name, spec in CORPORA.items():
         typer.echo(

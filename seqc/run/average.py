@@ -1,4 +1,4 @@
-"""`seqc average`: the mean of a run's last N checkpoints' weights, as a checkpoint of its own.
+"""The mean of a run's last N checkpoints' weights, as a checkpoint of its own (`seqc average`).
 
 Why: at the end of training the weights wander around a minimum with the noise of the updates;
 their mean over the last few checkpoints sits nearer its centre and usually scores better than
@@ -27,16 +27,13 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
 
 import numpy as np
-import typer
 
 from seqc.backends import registry
 from seqc.backends.api import Backend, Weights
 from seqc.backends.weights import checkpoint_dir, write_weights
-from seqc.run.console import out
-from seqc.run.rundir import no_run
+from seqc.run.rundir.directory import no_run
 from seqc.spec.errors import FileError, UsageError
 
 FOLDER = "averaged"
@@ -53,29 +50,6 @@ class Averaged:
     steps: list[int]
     tensors: int
     path: Path
-
-
-def average_cmd(
-    run: Annotated[
-        Path,
-        typer.Argument(help="A run directory or its checkpoints folder.", show_default=False),
-    ],
-    last: Annotated[
-        int, typer.Option("--last", help="Average the newest N checkpoints.", show_default=False)
-    ],
-    out_dir: Annotated[
-        Path | None,
-        typer.Option("--out", help="New folder for the average (default RUN/averaged/...)."),
-    ] = None,
-) -> None:
-    """Average the weights of a run's last N checkpoints (of either backend) into a new
-    checkpoint in the same format, for eval, decode and export with --checkpoint."""
-    done = average(run, last, out_dir)
-    steps = ", ".join(str(s) for s in done.steps)
-    out.print(
-        f"averaged steps {steps} ({len(done.steps)} {registry.title(done.backend)} checkpoints, "
-        f"{done.tensors} tensors): {done.path}"
-    )
 
 
 def average(run: Path, last: int, target: Path | None = None) -> Averaged:

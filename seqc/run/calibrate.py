@@ -1,4 +1,4 @@
-"""`seqc calibrate`: measure this machine's device numbers for the placement cost model.
+"""This machine's device numbers for the placement cost model, measured (`seqc calibrate`).
 
 The placer prices an op by max(FLOPs / flops, bytes / bandwidth) and a transfer by latency +
 bytes / link; the catalogue's defaults per device kind are round figures. This measures them on
@@ -15,12 +15,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Annotated
-
-import typer
 
 from seqc.backends.registry import CALIBRATION
-from seqc.run.console import err, out
+from seqc.spec.errors import UsageError
 
 
 def _size(nbytes: float, unit: str = "GB") -> str:
@@ -37,28 +34,24 @@ def device_call(m: dict[str, float], devices: int = 2) -> str:
     )
 
 
-def calibrate_cmd(
-    quick: Annotated[bool, typer.Option(help="Smaller sizes, fewer repetitions.")] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the measurements as JSON.")
-    ] = False,
-) -> None:
-    """Measure this machine's flops, memory bandwidth, and link and latency between two logical
-    devices, and print a device line for a distribution block."""
-    from seqc.spec.errors import UsageError
-
+def measure(quick: bool = False) -> dict[str, float]:
+    """This machine's flops, memory bandwidth and memory, and the link and latency between two
+    logical devices, measured in a child process (see the module docstring); `quick`: smaller
+    sizes, fewer repetitions."""
     args = [sys.executable, "-m", CALIBRATION] + (["--quick"] if quick else [])
-    err.print("measuring (matmul, memory copy, transfers between two logical CPUs) ...")
     proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
         raise UsageError(f"the measurement failed: {tail[0]}", code="calibrate-failed")
-    m = json.loads(proc.stdout.strip().splitlines()[-1])
-    if json_out:
-        out.print(json.dumps(m, indent=2))
-        return
-    out.print(f"flops:     {m['flops'] / 1e9:.1f} GFLOP/s (float32 matmul)")
-    out.print(f"bandwidth: {m['bandwidth'] / 1e9:.1f} GB/s (array copy)")
-    out.print(f"link:      {m['link'] / 1e9:.1f} GB/s between two logical CPUs")
-    out.print(f"latency:   {m['latency'] * 1e6:.1f} µs per transfer")
-    out.print(device_call(m), soft_wrap=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def described(m: dict[str, float]) -> list[str]:
+    """The measurements as `seqc calibrate` prints them, the device call last."""
+    return [
+        f"flops:     {m['flops'] / 1e9:.1f} GFLOP/s (float32 matmul)",
+        f"bandwidth: {m['bandwidth'] / 1e9:.1f} GB/s (array copy)",
+        f"link:      {m['link'] / 1e9:.1f} GB/s between two logical CPUs",
+        f"latency:   {m['latency'] * 1e6:.1f} µs per transfer",
+        device_call(m),
+    ]

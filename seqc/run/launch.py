@@ -27,11 +27,8 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Annotated
 
-import typer
-
-from seqc.run.console import err
+from seqc.run.report import PlainReporter, Reporter
 from seqc.spec.errors import UsageError
 
 GRACE_S = 20.0
@@ -105,10 +102,16 @@ def _pump(member: Member, stream: object, lock: threading.Lock) -> None:
 
 
 def run_group(
-    command: list[str], n: int, ps: int = 0, grace: float = GRACE_S, pin: bool = False
+    command: list[str],
+    n: int,
+    ps: int = 0,
+    grace: float = GRACE_S,
+    pin: bool = False,
+    reporter: Reporter | None = None,
 ) -> int:
     """Run the group; the exit code is the first failure's, else 0. With `pin`, worker i runs
     on core i (mod the cores this process may use)."""
+    reporter = reporter or PlainReporter()
     group = members(n, ps)
     cores = sorted(os.sched_getaffinity(0))
     signalled: list[int] = []
@@ -132,7 +135,7 @@ def run_group(
         t = threading.Thread(target=_pump, args=(m, m.proc.stdout, lock), daemon=True)
         t.start()
         pumps.append(t)
-    err.print("started " + ", ".join(f"{m.label} (pid {m.proc.pid})" for m in group if m.proc))
+    reporter.info("started " + ", ".join(f"{m.label} (pid {m.proc.pid})" for m in group if m.proc))
 
     def forward(signum: int, frame: object) -> None:
         signalled.append(signum)
@@ -143,7 +146,7 @@ def run_group(
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     failed = None
     try:
-        code, failed = _watch(group, ps)
+        code, failed = _watch(group, ps, reporter)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -154,16 +157,16 @@ def run_group(
             t.join(timeout=5)
     if failed is not None and signalled:
         name = signal.Signals(signalled[0]).name
-        err.print(f"stopped by {name}: every process was asked to checkpoint and stop")
+        reporter.info(f"stopped by {name}: every process was asked to checkpoint and stop")
     elif failed is not None:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"failed (exit {code})"
-        err.print(f"{failed.label} {how}; its last lines:")
+        reporter.info(f"{failed.label} {how}; its last lines:")
         for line in failed.tail:
-            err.print(f"  {line}")
+            reporter.info(f"  {line}")
     return code
 
 
-def _watch(group: list[Member], ps: int) -> tuple[int, Member | None]:
+def _watch(group: list[Member], ps: int, reporter: Reporter) -> tuple[int, Member | None]:
     """Wait for the run's end: every process done (sync), or the chief (async); the first
     failure ends it at once. A worker lost under async is reported, not fatal."""
     lost: set[int] = set()
@@ -191,9 +194,9 @@ def _watch(group: list[Member], ps: int) -> tuple[int, Member | None]:
                 lost.add(m.rank)
                 workers = sum(1 for w in group if w.role == "worker")
                 if len(lost) == workers:  # the chief would wait for them (TF: up to an hour)
-                    err.print("every worker has ended: the chief cannot go on")
+                    reporter.info("every worker has ended: the chief cannot go on")
                     return code or 1, m
-                err.print(f"{m.label} ended (exit {code}); the chief goes on with the others")
+                reporter.info(f"{m.label} ended (exit {code}); the chief goes on with the others")
             if ps and m.role == "chief":
                 return 0, None
         if not ps and all(m.proc is not None and m.proc.poll() == 0 for m in group):
@@ -224,30 +227,17 @@ def _stop(group: list[Member], grace: float) -> None:
             p.wait()
 
 
-def launch_cmd(
-    command: Annotated[
-        list[str] | None,
-        typer.Argument(help="The seqc command each process runs, after `--`.", show_default=False),
-    ] = None,
-    n: Annotated[int, typer.Option("-n", "--processes", help="Worker processes.")] = 2,
-    ps: Annotated[
-        int,
-        typer.Option(
-            "--ps", help="Parameter servers (TF asynchronous training; adds a chief process)."
-        ),
-    ] = 0,
-    grace: Annotated[
-        float,
-        typer.Option(
-            help="Seconds the others get to checkpoint and stop when one process fails, "
-            "before they are killed."
-        ),
-    ] = GRACE_S,
-    pin: Annotated[
-        bool, typer.Option(help="Pin worker i to CPU core i (one core per worker process).")
-    ] = False,
-) -> None:
-    """Run a seqc command as a group of local processes: `seqc launch -n 2 -- train FILE -e EXP`."""
+def launch(
+    command: list[str],
+    n: int = 2,
+    ps: int = 0,
+    grace: float = GRACE_S,
+    pin: bool = False,
+    reporter: Reporter | None = None,
+) -> int:
+    """Run `seqc COMMAND` as a group of `n` local workers (and a chief and `ps` parameter
+    servers); the exit code a shell would report for the run: the first failure's (128 + N
+    for a process killed by signal N), else 0."""
     if not command:
         raise UsageError(
             "give the command to run after `--`",
@@ -260,6 +250,5 @@ def launch_cmd(
             code="bad-cluster",
             found=f"-n {n} --ps {ps} --grace {grace}",
         )
-    code = run_group(list(command), n, ps, grace, pin)
-    if code:
-        raise typer.Exit(128 - code if code < 0 else code)  # killed by signal N: 128 + N
+    code = run_group(list(command), n, ps, grace, pin, reporter)
+    return 128 - code if code < 0 else code  # killed by signal N: 128 + N

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.run_checks import mix_weights
 from seqc.resolve.experiment import ResolvedExperiment
 
@@ -42,15 +43,15 @@ class Mix:
         `seqc check` runs too): every task named in `mix` and `lr_scale` is a task of the
         experiment; every task trains (weight > 0); a per-task learning rate needs steps of one
         task (not `sum`)."""
-        train, tasks = resolved.config["train"], tuple(resolved.tasks)
+        train, tasks = TrainConfig.of(resolved.config["train"]), tuple(resolved.tasks)
         weights = mix_weights(resolved)
         total = sum(weights.values()) or 1.0
         return cls(
             tasks=tasks,
             weights={t: w / total for t, w in weights.items()},
-            by=str(train["mix_by"]),
-            seed=int(train["seed"]),
-            lr_scale={t: float(train["lr_scale"].get(t, 1.0)) for t in tasks},
+            by=train.mix_by,
+            seed=train.seed,
+            lr_scale={t: train.lr_scale.get(t, 1.0) for t in tasks},  # a task not named: 1
         )
 
     def schedule(self, start: int = 0) -> Iterator[tuple[str, ...]]:

@@ -15,7 +15,7 @@ from typing import Any
 
 # (figure, +1 when higher is better): the first a task's dev figures hold is its score
 SCORES = (("bleu", 1.0), ("wer", -1.0), ("perplexity", -1.0), ("loss", -1.0))
-"""A CTC model reports no perplexity (`seqc.run.evaluate`): without WER, its loss."""
+"""A CTC model reports no perplexity (`seqc.run.scoring.evaluate`): without WER, its loss."""
 
 
 def score_of(dev: dict[str, Any]) -> tuple[str, float] | None:

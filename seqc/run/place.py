@@ -1,4 +1,4 @@
-"""`seqc place`: place one training step of an experiment's model on its devices.
+"""`seqc place` as a library: place one training step of an experiment's model on its devices.
 
 Placement runs at compile time on numbers the spec states (`distribution.devices`), so it needs
 no device and, when the vocabulary size is written in the spec, no data: the experiment is
@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from seqc.run.console import err, out
+from seqc.run.report import PlainReporter, Reporter
 
 if TYPE_CHECKING:
     from seqc.compiler.graph import Graph
@@ -29,68 +27,24 @@ GANTT_FORMATS = (".png", ".svg", ".pdf")
 """What `--gantt` draws: matplotlib picks the format by the suffix."""
 
 
-def place_cmd(
-    spec: Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)],
-    experiment: Annotated[
-        str, typer.Option("-e", "--experiment", help="Registry name of an experiment.")
-    ],
-    algorithm: Annotated[
-        str | None,
-        typer.Option(
-            "--algorithm",
-            "-a",
-            help="m_topo, m_etf, m_sct or single (default: the experiment's "
-            "distribution.placement).",
-        ),
-    ] = None,
-    json_file: Annotated[
-        Path | None, typer.Option("--json", help="Write the plan as JSON to this file.")
-    ] = None,
-    gantt_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--gantt",
-            help="Draw a Gantt chart with memory per device to this file (.png, .svg or .pdf).",
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a value: --set lm.model.layers=24 (repeatable)."),
-    ] = None,
-    cache_dir: Annotated[
-        Path | None,
-        typer.Option("--cache-dir", help="Tokenizer cache (default .cache/tokenizers)."),
-    ] = None,
-    fuse: Annotated[
-        bool,
-        typer.Option(help="Fuse single-reader chains into one node (Baechi's co-placement)."),
-    ] = True,
-    keep_activations: Annotated[
-        bool,
-        typer.Option(
-            "--keep-activations",
-            help="Count each activation as held until backward (a training step's real peak), "
-            "not only until its readers ran.",
-        ),
-    ] = False,
-    task: Annotated[
-        str | None,
-        typer.Option(
-            "--task",
-            help="Place this task's graph only (a multi-task experiment is placed whole "
-            "by default).",
-        ),
-    ] = None,
-    profile: Annotated[
-        Path | None,
-        typer.Option(
-            "--profile",
-            help="Op times measured by `seqc profile --json F`, in place of the estimates.",
-        ),
-    ] = None,
+def place_experiment(
+    spec: Path,
+    experiment: str,
+    algorithm: str | None = None,
+    json_file: Path | None = None,
+    gantt_file: Path | None = None,
+    overrides: list[str] | None = None,
+    cache_dir: Path | None = None,
+    fuse: bool = True,
+    keep_activations: bool = False,
+    task: str | None = None,
+    profile: Path | None = None,
+    reporter: Reporter | None = None,
 ) -> None:
-    """Place a training step on the experiment's devices with a Baechi placer; prints memory
-    and busy time per device and the step time against its lower bound."""
+    """Place a training step on the experiment's devices with a Baechi placer; reports memory
+    and busy time per device and the step time against its lower bound. `json_file`: the plan
+    as JSON; `gantt_file`: its Gantt chart; `profile`: op times `seqc profile` measured, in
+    place of the estimates."""
     from seqc.compiler.placement.plan import place, place_joint
     from seqc.compiler.placement.report import gantt, plan_json, summary, tasks_summary
     from seqc.data.targets import output_file
@@ -98,13 +52,15 @@ def place_cmd(
     from seqc.resolve.program import load_program
     from seqc.run.session import compile_experiment, compile_joint, several_tasks
 
+    reporter = reporter or PlainReporter()
+    set_ = overrides or []
     # the files this command writes, checked before it plans: not after the work is done
     if json_file is not None:
         output_file(json_file, "--json")
     if gantt_file is not None:
         output_file(gantt_file, "--gantt", GANTT_FORMATS)
     multi = None
-    joint = task is None and several_tasks(resolve(load_program(spec), experiment, set_ or []))
+    joint = task is None and several_tasks(resolve(load_program(spec), experiment, set_))
     if joint and profile is not None:
         from seqc.spec.errors import UsageError
 
@@ -114,7 +70,7 @@ def place_cmd(
         )
     measured = None
     if joint:
-        resolved, multi = compile_joint(spec, experiment, set_ or [], cache_dir)
+        resolved, multi = compile_joint(spec, experiment, set_, cache_dir)
         placed = place_joint(
             multi, resolved, algorithm, fuse=fuse, keep_activations=keep_activations
         )
@@ -122,13 +78,13 @@ def place_cmd(
         what = f"{n_ops} ops of {len(multi.tasks)} tasks ({', '.join(multi.tasks)})"
         dims = ", ".join(f"{seg.task} {dict(seg.dims)}" for seg in placed.problem.segments)
     else:
-        resolved, compiled = compile_experiment(spec, experiment, set_ or [], cache_dir, task)
+        resolved, compiled = compile_experiment(spec, experiment, set_, cache_dir, task)
         if profile is not None:
             from seqc.compiler.placement.plan import batch_dims
             from seqc.run.profile import profile_command, read_profile
 
             def remake(backend: str) -> str:
-                return profile_command(spec, experiment, profile, set_ or [], task, backend)
+                return profile_command(spec, experiment, profile, set_, task, backend)
 
             dims = batch_dims(resolved, compiled.name)
             measured = read_profile(profile, compiled.graph, dims, remake)
@@ -143,25 +99,24 @@ def place_cmd(
         )
         what, dims = f"{len(compiled.graph.ops)} ops", str(placed.problem.dims)
     problem, plan = placed.problem, placed.plan
-    err.print(
+    reporter.info(
         f"{what} -> {len(problem.nodes)} nodes on "
-        f"{len(problem.devices)} devices (dims {dims}, comm {problem.comm.model})",
-        soft_wrap=True,
+        f"{len(problem.devices)} devices (dims {dims}, comm {problem.comm.model})"
     )
-    out.print(summary(problem, plan))
+    reporter.result(summary(problem, plan))
     if measured is not None:
-        out.print(
+        reporter.result(
             compared_with_estimate(
                 compiled.graph, resolved, compiled.name, placed, algorithm, fuse, keep_activations
             )
         )
     if multi is not None:
-        out.print(tasks_summary(problem, plan, multi))
+        reporter.result(tasks_summary(problem, plan, multi))
     if json_file is not None:
         json_file.write_text(json.dumps(plan_json(problem, plan), indent=1) + "\n")
-        out.print(f"plan: {json_file}")
+        reporter.result(f"plan: {json_file}")
     if gantt_file is not None:
-        out.print(f"gantt: {gantt(problem, plan, gantt_file)}")
+        reporter.result(f"gantt: {gantt(problem, plan, gantt_file)}")
 
 
 def compared_with_estimate(

@@ -1,4 +1,4 @@
-"""`seqc profile`: each op of a training step measured on this machine, for the placer.
+"""`seqc profile` as a library: each op of a training step measured on this machine, for the placer.
 
 Baechi places a step from per-op costs; seqc's are estimates (FLOPs over the device's FLOP/s,
 bytes over its bandwidth, backward twice forward). Those are right in aggregate and wrong per
@@ -27,17 +27,18 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-import typer
 
 from seqc.compiler.graph import Graph, Op
 from seqc.compiler.placement.from_graph import LEAVES, device_specs, estimated_seconds
-from seqc.run.console import err, out
+from seqc.run.report import PlainReporter, Reporter
 from seqc.spec.errors import FileError, UsageError
 
 FORMAT = 1
+OpProgress = Callable[[int, int, Op], None]
+"""Told of each op measured: its index, the op count, the op (a terminal's progress line)."""
 UNMEASURED = LEAVES | {"input", "scan"}
 """Ops that keep the estimate: leaves are stored or folded into their reader, and a
 recurrence's body is measured only as a whole step (not yet)."""
@@ -146,9 +147,10 @@ def profile_graph(
     dims: Mapping[str, int],
     devices: Any,
     reps: int = 10,
-    progress: bool = False,
+    on_op: OpProgress | None = None,
 ) -> list[OpTiming]:
-    """Every op of `graph` timed on `backend` (see the module docstring)."""
+    """Every op of `graph` timed on `backend` (see the module docstring); `on_op` is told of
+    each op as its measurement ends."""
     # the estimate of the slowest listed device, as the placer takes it; else the defaults of
     # a device call (100 GFLOP/s, 20 GB/s)
     spec = min(device_specs(devices or [{"kind": "device"}]), key=lambda s: s.flops)
@@ -163,8 +165,8 @@ def profile_graph(
         if key not in done:
             one = one_op_graph(graph, op)
             done[key] = backend.profile_op(one, random_inputs(one, dims, op.id), reps)
-            if progress and err.is_terminal:
-                err.print(f"  op {n + 1}/{len(graph.ops)}: {op.kind} ({op.layer})", end="\r")
+            if on_op is not None:
+                on_op(n, len(graph.ops), op)
         fwd, bwd = done[key]
         rows.append(OpTiming(op.id, op.kind, op.layer, fwd, bwd, estimate, True, *_shape(op)))
     return rows
@@ -312,55 +314,60 @@ def summary(rows: list[OpTiming]) -> list[tuple[str, int, float, float]]:
     return sorted(table, key=lambda row: -row[2])
 
 
-def profile_cmd(
-    spec: Annotated[Path, typer.Argument(help="A .seq file.", show_default=False)],
-    experiment: Annotated[
-        str, typer.Option("-e", "--experiment", help="Registry name of an experiment.")
-    ],
-    backend: Annotated[str, typer.Option("--backend", help="jax or tf.")] = "jax",
-    json_file: Annotated[
-        Path | None, typer.Option("--json", help="Write the table for `seqc place --profile`.")
-    ] = None,
-    reps: Annotated[int, typer.Option("--reps", help="Timed runs of each op.", min=1)] = 10,
-    task: Annotated[str | None, typer.Option("--task", help="The task to profile.")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a value (repeatable).")
-    ] = None,
-) -> None:
-    """Measure each op of a training step (forward and backward) on this machine's device;
-    write the table `seqc place --profile` plans with."""
-    from rich.table import Table
+@dataclass(frozen=True)
+class Profiled:
+    """A training step's ops measured: the rows, and what they were measured on."""
 
+    rows: list[OpTiming]
+    graph: Graph
+    dims: dict[str, int]
+    meta: dict[str, Any]
+    """What a profile file records of its making: spec, experiment, task, backend, reps."""
+
+    @property
+    def measured_ms(self) -> float:
+        """The measured ops' time a step (forward and backward), in milliseconds."""
+        return sum(r.seconds for r in self.rows if r.measured) * 1e3
+
+    @property
+    def estimated_ms(self) -> float:
+        """The estimate of the same ops, in milliseconds."""
+        return sum(r.estimate_s for r in self.rows if r.measured) * 1e3
+
+    def write(self, path: Path) -> None:
+        """The table `seqc place --profile` plans with."""
+        write_profile(path, self.rows, self.graph, self.dims, self.meta)
+
+
+def profile_experiment(
+    spec: Path,
+    experiment: str,
+    backend: str = "jax",
+    reps: int = 10,
+    task: str | None = None,
+    overrides: list[str] | None = None,
+    reporter: Reporter | None = None,
+    on_op: OpProgress | None = None,
+) -> Profiled:
+    """Measure each op of a training step of `experiment` (forward and backward) on `backend`,
+    at the experiment's largest batch (see the module docstring)."""
     from seqc.backends.registry import backend as find_backend
     from seqc.compiler.placement.plan import batch_dims
     from seqc.run.session import compile_experiment
 
-    resolved, compiled = compile_experiment(spec, experiment, set_ or [], None, task)
+    reporter = reporter or PlainReporter()
+    resolved, compiled = compile_experiment(spec, experiment, overrides or [], None, task)
     dims = batch_dims(resolved, compiled.name)
     engine = find_backend(backend)
     graph = compiled.graph
-    err.print(f"profiling {len(graph.ops)} ops of {compiled.name} at {dims} on {backend}")
+    reporter.info(f"profiling {len(graph.ops)} ops of {compiled.name} at {dims} on {backend}")
     devices = resolved.config["distribution"]["devices"] or None
-    rows = profile_graph(engine, graph, dims, devices, reps, progress=True)
-    if err.is_terminal:
-        err.print()
-    table = Table(box=None, padding=(0, 2))
-    for col in ("op kind", "ops", "measured ms", "estimated ms", "measured / estimated"):
-        table.add_column(col, justify="left" if col == "op kind" else "right")
-    for kind, n, measured, estimated in summary(rows):
-        ratio = f"{measured / estimated:.2f}" if estimated > 0 else "-"
-        table.add_row(kind, str(n), f"{measured:.3f}", f"{estimated:.3f}", ratio)
-    out.print(table)
-    total_m = sum(r.seconds for r in rows if r.measured) * 1e3
-    total_e = sum(r.estimate_s for r in rows if r.measured) * 1e3
-    out.print(f"measured ops: {total_m:.2f} ms a step, estimated {total_e:.2f} ms")
-    if json_file is not None:
-        meta = {
-            "spec": str(spec),
-            "experiment": experiment,
-            "task": compiled.name,
-            "backend": backend,
-            "reps": reps,
-        }
-        write_profile(json_file, rows, graph, dims, meta)
-        out.print(f"profile: {json_file}")
+    rows = profile_graph(engine, graph, dims, devices, reps, on_op=on_op)
+    meta = {
+        "spec": str(spec),
+        "experiment": experiment,
+        "task": compiled.name,
+        "backend": backend,
+        "reps": reps,
+    }
+    return Profiled(rows, graph, dict(dims), meta)

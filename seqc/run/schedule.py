@@ -10,10 +10,19 @@ count starts at 0, as optax's does.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from seqc.resolve.values import CallValue
+from seqc.compiler.config import (
+    Constant,
+    Cosine,
+    Exponential,
+    LearningRate,
+    LinearDecay,
+    LinearWarmup,
+    Piecewise,
+    TrainConfig,
+    WarmupRsqrt,
+)
 from seqc.spec.errors import CheckError
 from seqc.spec.ir import Span
 
@@ -58,28 +67,27 @@ def _constant(value: float) -> Schedule:
     return lambda count: value
 
 
-def schedule(lr: Any, total_steps: int, span: Span | None = None) -> Schedule:
-    """The rate at each update count, from a float or a schedule call of the catalogue."""
-    if not isinstance(lr, CallValue):
+def schedule(lr: LearningRate, total_steps: int, span: Span | None = None) -> Schedule:
+    """The rate at each update count, from a float or a schedule of the catalogue."""
+    if isinstance(lr, float | int):
         return _constant(float(lr))
-    a = lr.args
-    if lr.kind == "constant":
-        return _constant(float(a["value"]))
-    if lr.kind == "warmup_rsqrt":  # linear warm-up, then decay with 1/sqrt(step)
-        peak, warmup = float(a["peak"]), max(int(a["warmup"]), 1)
+    if isinstance(lr, Constant):
+        return _constant(lr.value)
+    if isinstance(lr, WarmupRsqrt):  # linear warm-up, then decay with 1/sqrt(step)
+        peak, warmup = lr.peak, max(lr.warmup, 1)
 
         def rsqrt(count: int) -> float:
             s = float(max(count + 1, 1))
             return peak * min(s / warmup, math.sqrt(warmup / s))
 
         return rsqrt
-    if lr.kind == "linear_warmup":
-        return _linear(0.0, float(a["peak"]), max(int(a["warmup"]), 1))
-    if lr.kind in ("cosine", "linear_decay"):
-        warmup = int(a["warmup"])
-        decay = int(a["decay_steps"]) if a.get("decay_steps") else max(total_steps - warmup, 1)
-        peak, final = float(a["peak"]), float(a["final"])
-        if lr.kind == "cosine":  # optax.warmup_cosine_decay_schedule
+    if isinstance(lr, LinearWarmup):
+        return _linear(0.0, lr.peak, max(lr.warmup, 1))
+    if isinstance(lr, Cosine | LinearDecay):
+        warmup = lr.warmup
+        decay = lr.decay_steps if lr.decay_steps else max(total_steps - warmup, 1)
+        peak, final = lr.peak, lr.final
+        if isinstance(lr, Cosine):  # optax.warmup_cosine_decay_schedule
             alpha = 0.0 if peak == 0.0 else final / peak
             return _join(
                 _linear(0.0 if warmup else peak, peak, warmup),
@@ -88,21 +96,20 @@ def schedule(lr: Any, total_steps: int, span: Span | None = None) -> Schedule:
             )
         tail = _linear(peak, final, decay)
         return _join(_linear(0.0, peak, warmup), tail, warmup) if warmup else tail
-    if lr.kind == "exponential":  # optax.exponential_decay
-        init, every, rate = float(a["initial"]), int(a["every"]), float(a["rate"])
+    if isinstance(lr, Exponential):  # optax.exponential_decay
+        init, every, rate, staircase = lr.initial, lr.every, lr.rate, lr.staircase
         if every <= 0 or rate == 0.0:
             return _constant(init)
 
         def exponential(count: int) -> float:
             p = count / every
-            if a["staircase"]:
+            if staircase:
                 p = math.floor(p)
             return init if count <= 0 else init * rate**p
 
         return exponential
-    if lr.kind == "piecewise":  # optax.piecewise_constant_schedule
-        values = [float(v) for v in a["values"]]
-        bounds = [int(b) for b in a["boundaries"]]
+    if isinstance(lr, Piecewise):  # optax.piecewise_constant_schedule
+        values, bounds = list(lr.values), list(lr.boundaries)
         scales = {b: values[i + 1] / values[i] if values[i] else 0.0 for i, b in enumerate(bounds)}
         if any(s < 0.0 for s in scales.values()):
             raise CheckError(
@@ -126,11 +133,11 @@ def schedule(lr: Any, total_steps: int, span: Span | None = None) -> Schedule:
     )
 
 
-def learning_rate(train: Mapping[str, Any], span: Span | None = None) -> Schedule:
-    """The rate of each training step of a resolved `train` block. With gradient accumulation
-    over k steps the schedule counts updates (step // k), as optax.MultiSteps does."""
-    rate = schedule(train["optimizer"].args["lr"], int(train["steps"]), span)
-    k = max(int(train.get("accumulate", 1)), 1)
+def learning_rate(train: TrainConfig, span: Span | None = None) -> Schedule:
+    """The rate of each training step of a `train` block. With gradient accumulation over k
+    steps the schedule counts updates (step // k), as optax.MultiSteps does."""
+    rate = schedule(train.optimizer.lr, train.steps, span)
+    k = train.accumulate
 
     def at(step: int) -> float:
         value = rate(step // k)

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from seqc.compiler.compile import CompiledTask, compile_task, data_symbols
+from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.min_length import min_audio_samples
 from seqc.compiler.multitask import MultiTask, compile_tasks
 from seqc.data.pipeline import InputPipeline
 from seqc.data.tokenizers import same_tokenizer
 from seqc.resolve.experiment import ResolvedExperiment, resolve
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.program import Program, load_program
 from seqc.resolve.shares import find_layer
 from seqc.spec.errors import CheckError, Note, UsageError, did_you_mean
@@ -49,8 +50,8 @@ class Session:
         return self.resolved.config[self.task]
 
     @property
-    def train_config(self) -> Any:
-        return self.resolved.config["train"]
+    def train_config(self) -> TrainConfig:
+        return self.compiled.train
 
 
 @dataclass
@@ -64,8 +65,8 @@ class Joint:
     multi: MultiTask
 
     @property
-    def train_config(self) -> Any:
-        return self.resolved.config["train"]
+    def train_config(self) -> TrainConfig:
+        return self.multi.train
 
     @property
     def tasks(self) -> list[str]:

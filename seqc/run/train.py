@@ -6,7 +6,7 @@ order and reaches the same parameters as an uninterrupted one.
 
 A run never loses work: everything that can refuse it (the run directory, the resume's
 settings, the placement, the devices) is checked before anything is written; the run owns its
-directory through an OS lock (`seqc.run.lock`); SIGINT or SIGTERM stops it after the step in
+directory through an OS lock (`seqc.run.rundir.lock`); SIGINT or SIGTERM stops it after the step in
 flight with a checkpoint (`seqc.run.interrupt`); a damaged newest checkpoint is set aside and
 the newest good one resumed; metrics never hold a step twice; a loss that stops being finite
 ends the run at once, before a checkpoint could save the broken weights.
@@ -25,27 +25,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from seqc.backends import registry
 from seqc.backends.api import Backend, CheckpointStore, Cluster, MetricsLost, NoSpace, fetch
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
-from seqc.run import identity
-from seqc.run.evaluate import evaluate, headline
 from seqc.run.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.mix import Mix
 from seqc.run.patience import Patience
-from seqc.run.rundir import RunDir
+from seqc.run.report import NoProgress, PlainReporter, Reporter
+from seqc.run.rundir import identity
+from seqc.run.rundir.directory import RunDir
 from seqc.run.schedule import Schedule, learning_rate
+from seqc.run.scoring.evaluate import evaluate, headline
 from seqc.run.session import Joint, Session
 from seqc.run.stepper import JointSteps, TaskSteps
 from seqc.run.train_checks import check_joint, check_lazy_rows, check_resumable, check_strategy
@@ -87,7 +79,7 @@ def train(
     run_dir: Path,
     *,
     resume: bool = False,
-    console: Console | None = None,
+    reporter: Reporter | None = None,
     eval_batches: int = 50,
     progress: bool = True,
     eval_before: bool = False,
@@ -99,8 +91,9 @@ def train(
     """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
     run directory and checkpoints schedule on every backend. A placement the spec asks for
     (`distribution.placement`) is planned and, on a backend that places ops, run. A `Joint`
-    session trains the tasks of a multi-task experiment together, in their mix."""
-    console = console or Console(stderr=True)
+    session trains the tasks of a multi-task experiment together, in their mix. What the run
+    does is said through `reporter` (default: plain lines on stderr)."""
+    reporter = reporter or PlainReporter()
     cluster = cluster or Cluster()
     engine = registry.backend(backend)
     cfg = session.train_config
@@ -111,20 +104,20 @@ def train(
         identity.check_resume(run_dir, session)  # the model and data the run trained, or none
         check_resumable(run.checkpoints, engine)
     check_strategy(session.resolved, engine, cluster)
-    seed = int(cfg["seed"])
-    warn = lambda text: console.print(f"warning: {text}", soft_wrap=True)  # noqa: E731
+    seed = cfg.seed
+    warn = reporter.warn
     steps: TaskSteps | JointSteps
     if isinstance(session, Joint):
         mix = Mix.of(session.resolved)
         check_joint(session, cluster)
         placement, sharding = None, None
         joint = engine.joint_model(session.multi, cfg, mix.weights, **(model_options or {}))
-        console.print(mix.describe())
+        reporter.info(mix.describe())
         steps = JointSteps(session, joint, mix, seed, warn)
         model: Any = joint
     else:
-        check_lazy_rows(session, cluster, console)
-        placement = _placement(session, engine, console)
+        check_lazy_rows(session, cluster, reporter)
+        placement = _placement(session, engine, reporter)
         sharding = _sharding(session, placement, cluster)
         devices = None if placement is None else placement.devices
         # The model before the run directory: a device the plan lacks is an error before any
@@ -141,25 +134,25 @@ def train(
     # checkpoints aside, which every process writes together).
     with run.lock() if cluster.primary else contextlib.nullcontext():
         run.check(session.resolved, resume, locked=True)  # again: no other run writes here now
-        checkpoints = engine.checkpoints(run.checkpoints, int(cfg.get("keep_checkpoints", 3)))
+        checkpoints = engine.checkpoints(run.checkpoints, cfg.keep_checkpoints)
         try:
-            loop = _Loop(session, steps, run, model, checkpoints, rate, console, eval_batches)
+            loop = _Loop(session, steps, run, model, checkpoints, rate, reporter, eval_batches)
             loop.agree = engine.any_process if cluster.several else None
             loop.processes = cluster.num_processes
             state, start = loop.start(resume, placement, backend, sharding, warm)
-            result = TrainResult(run_dir, int(cfg["steps"]), state, model, backend=backend)
+            result = TrainResult(run_dir, cfg.steps, state, model, backend=backend)
             loop.result = result
             # the dev evaluations around a run (`seqc train --no-dev-eval` skips them) are said
             # as they start: at a large vocabulary one takes minutes
             if eval_before and loop.has_dev and start == 0:
                 if cluster.primary:
-                    console.print(loop.evaluating("before training"), soft_wrap=True)
+                    reporter.info(loop.evaluating("before training"))
                 result.tasks_before = loop.evaluate(state, 0)
             result.state = _collective(engine, cluster, loop.train, state, start, progress)
             result.steps = loop.stopped_at or result.steps
             if eval_after and loop.has_dev:
                 if cluster.primary:
-                    console.print(loop.evaluating(f"after {result.steps} steps"), soft_wrap=True)
+                    reporter.info(loop.evaluating(f"after {result.steps} steps"))
                 result.tasks_after = loop.evaluate(result.state, result.steps)
             if not steps.several:  # one task: its figures as they are
                 name = session.resolved.tasks[0]
@@ -183,18 +176,18 @@ class _Loop:
         model: Any,
         checkpoints: CheckpointStore,
         rate: Schedule,
-        console: Console,
+        reporter: Reporter,
         eval_batches: int,
     ) -> None:
         self.session, self.steps, self.run, self.model = session, steps, run, model
-        self.checkpoints, self.rate, self.console = checkpoints, rate, console
+        self.checkpoints, self.rate, self.reporter = checkpoints, rate, reporter
         self.eval_batches = eval_batches
         cfg = session.train_config
-        self.total = int(cfg["steps"])
-        self.log_every = max(int(cfg["log_every"]), 1)
-        self.eval_every, self.ckpt_every = int(cfg["eval_every"]), int(cfg["checkpoint_every"])
-        self.dev_translations = int(cfg.get("dev_translations", 0))
-        self.patience = Patience(int(cfg.get("patience", 0)))
+        self.total = cfg.steps
+        self.log_every = max(cfg.log_every, 1)
+        self.eval_every, self.ckpt_every = cfg.eval_every, cfg.checkpoint_every
+        self.dev_translations = cfg.dev_translations
+        self.patience = Patience(cfg.patience)
         self.stopped_at: int | None = None
         self.started = time.perf_counter()
         """The step an early stop ended the run at (`train.patience`)."""
@@ -220,11 +213,11 @@ class _Loop:
         start), or the newest good checkpoint (damaged newer ones set aside, with a warning
         naming each)."""
         session, run = self.session, self.run
-        seed = int(session.train_config["seed"])
+        seed = session.train_config.seed
         given = self.steps.initial()
         if warm is not None:
             given |= warm.given
-            self.console.print(warm.summary(), soft_wrap=True)
+            self.reporter.info(warm.summary())
         state = self.model.init(seed, given)
         if not resume:
             info = self._info(backend, seed, placement, sharding)
@@ -235,11 +228,11 @@ class _Loop:
             return state, 0
         state = self.checkpoints.restore(state)
         for why in self.checkpoints.skipped:
-            self.console.print(f"warning: {why}; it was set aside", soft_wrap=True)
+            self.reporter.warn(f"{why}; it was set aside")
         start = int(np.asarray(state["step"]))
         run.resumed(session.program, session.resolved, start)
         self.started -= 60.0 * _minutes_before(run.metrics_path, start)
-        self.console.print(f"resumed from step {start} of {run.checkpoints}")
+        self.reporter.info(f"resumed from step {start} of {run.checkpoints}")
         return state, start
 
     def _params(self) -> dict[str, Any]:
@@ -296,8 +289,8 @@ class _Loop:
     # ---------------------------------------------------------------- steps
     def train(self, state: dict[str, Any], start: int, progress: bool) -> dict[str, Any]:
         batches = self.steps.batches(start)
-        bar = _progress(self.console, progress)
-        announce = lambda signum: self.console.print(  # noqa: E731
+        bar = self.reporter.progress(self.total, start) if progress else NoProgress()
+        announce = lambda signum: self.reporter.info(  # noqa: E731
             f"{NAMES.get(signum, signum)}: stopping after this step with a checkpoint "
             "(again to abort at once, losing the steps since the last checkpoint)"
         )
@@ -306,12 +299,10 @@ class _Loop:
             self.flush(done)  # (`save` would) first: the bar shows the loss it saves with
             if self.history:
                 tps = self.history[-1].get("tokens_per_s", 0.0)
-                bar.update(job, loss=self._losses(), tps=tps)
+                bar.update(loss=self._losses(), tokens_per_s=tps)
             self.save(done, state)
 
         with bar, StopRequests(announce) as stop:
-            # no loss yet: a dash, not "nan", which would read as a loss that diverged
-            job = bar.add_task("train", total=self.total, completed=start, loss="-", tps=0.0)
             for step in range(start, self.total):
                 state, metrics = self.steps.step(state, next(batches), self.rate(step))
                 done = step + 1
@@ -319,20 +310,20 @@ class _Loop:
                 if done % self.log_every == 0 or done == self.total:
                     self.flush(done)
                     last = self.history[-1]
-                    bar.update(job, loss=self._losses(), tps=last.get("tokens_per_s", 0.0))
-                bar.update(job, completed=done)
+                    bar.update(loss=self._losses(), tokens_per_s=last.get("tokens_per_s", 0.0))
+                bar.update(done)
                 stale = False
                 if self._eval_due(done):
                     dev = self.evaluate(state, done)
                     shown = ", ".join(
                         (f"{t} " if self.steps.several else "") + _shown(d) for t, d in dev.items()
                     )
-                    self.console.print(f"step {done}: dev {shown}")
+                    self.reporter.info(f"step {done}: dev {shown}")
                     stale = self.patience.update(done, dev)
                 if (self.ckpt_every and done % self.ckpt_every == 0) or done == self.total or stale:
                     checkpoint(done, state)
                 if stale and done < self.total:
-                    self.console.print(self.patience.explain(done))
+                    self.reporter.info(self.patience.explain(done))
                     self.run.log({"step": done, "split": "train", "early_stop": True})
                     self.stopped_at = done
                     break
@@ -366,7 +357,7 @@ class _Loop:
         for s, per_task in fetched:
             for task, m in per_task.items():
                 if m is None:  # its worker died holding them (an asynchronous run goes on)
-                    self.console.print(f"note: step {s}'s metrics were lost with its worker")
+                    self.reporter.info(f"note: step {s}'s metrics were lost with its worker")
                     continue
                 tokens += float(m["tokens"])
                 record: dict[str, Any] = {"step": s, "split": "train"}
@@ -447,7 +438,7 @@ class _Loop:
 
     def _no_space(self, e: NoSpace) -> CheckpointNoSpace:
         """The run's error for a checkpoint its device had no room for: what is intact, and
-        what to do (`seqc.run.commands` adds the command that continues the run)."""
+        what to do (`seqc.cli.train` adds the command that continues the run)."""
         last = self.checkpoints.latest()
         room = f"{_size(e.free)} free" + (f", about {_size(e.needed)} needed" if e.needed else "")
         if last is None:
@@ -515,7 +506,7 @@ def _minutes_before(metrics: Path, step: int) -> float:
 
 def _shown(dev: dict[str, Any]) -> str:
     """One task's dev figures as the step line prints them: the headline figure (perplexity,
-    or a CTC model's loss; `seqc.run.evaluate.headline`), then WER or BLEU if measured."""
+    or a CTC model's loss; `seqc.run.scoring.evaluate.headline`), then WER or BLEU if measured."""
     name, value = headline(dev)
     text = f"{name} {value:.2f}"
     if "wer" in dev:
@@ -534,13 +525,13 @@ def _translation_scores(unit: Any, params: Any, examples: int) -> dict[str, floa
         return {}
     if not {m.kind for m in session.task_config["metrics"]} & {"bleu", "chrf"}:
         return {}
-    from seqc.run.decode import decoder_for
-    from seqc.run.generators import default_strategy
-    from seqc.run.translate import score_translations
+    from seqc.run.decoding.decoders import decoder_for
+    from seqc.run.decoding.generators import fallback_strategy
+    from seqc.run.scoring.translate import score_translations
 
     tok = session.pipeline.target_tokenizer
     decoder = decoder_for(unit.model, params, tok.bos_id, tok.eos_id, tok.pad_id)
-    strategy = session.task_config.get("decode") or default_strategy()
+    strategy = session.task_config.get("decode") or fallback_strategy()
     t0 = time.perf_counter()
     scores = score_translations(decoder, session.pipeline, strategy, "dev", examples)
     seconds = time.perf_counter() - t0
@@ -564,7 +555,7 @@ def _error_rates(unit: Any, params: Any) -> dict[str, float]:
         return {}
     if not {m.kind for m in session.task_config["metrics"]} & {"wer", "cer"}:
         return {}
-    from seqc.run.transcribe import score_model
+    from seqc.run.scoring.transcribe import score_model
 
     limit = 0 if unit.model.task.ctc else ATTENTION_DEV_UTTERANCES
     scores = score_model(
@@ -573,7 +564,7 @@ def _error_rates(unit: Any, params: Any) -> dict[str, float]:
     return {"wer": scores["wer"], "cer": scores["cer"]}
 
 
-def _placement(session: Session, engine: Backend, console: Console) -> Placement | None:
+def _placement(session: Session, engine: Backend, reporter: Reporter) -> Placement | None:
     """The placement the spec asks for, planned and checked, or None when the plan puts
     everything on one device (what an unplaced program runs anyway). A backend that runs a
     step as one program on one device refuses a plan over several, at the spec's line."""
@@ -585,7 +576,7 @@ def _placement(session: Session, engine: Backend, console: Console) -> Placement
 
     placed = place(session.graph, session.resolved, session.task)
     if placed.trivial:
-        console.print(f"placement {placed.plan.algorithm}: every op on device 0")
+        reporter.info(f"placement {placed.plan.algorithm}: every op on device 0")
         return None
     if not engine.places_ops:
         raise CheckError(
@@ -596,7 +587,7 @@ def _placement(session: Session, engine: Backend, console: Console) -> Placement
             hint="train with --backend tf (it pins each op to its device), or set "
             "distribution.placement = single",
         )
-    console.print(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
+    reporter.info(f"placement ({engine.title} devices):\n{summary(placed.problem, placed.plan)}")
     return placed
 
 
@@ -678,19 +669,3 @@ def _size(n: float) -> str:
 
 def _devices(n: int) -> str:
     return f"{n} device" + ("s" if n != 1 else "")
-
-
-def _progress(console: Console, enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]step"),
-        MofNCompleteColumn(),
-        BarColumn(),
-        TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[tps]:,.0f} tok/s"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        disable=not enabled,
-        transient=False,
-    )

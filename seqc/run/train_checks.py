@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.console import Console
-
 from seqc.backends import registry
 from seqc.backends.api import Backend, Cluster
 from seqc.backends.weights import read_weights
+from seqc.compiler.config import Adam
 from seqc.compiler.run_checks import check_lazy_rows as check_lazy_spec
 from seqc.compiler.run_checks import check_multitask, check_run
 from seqc.compiler.sparse_rows import lazy_tables
 from seqc.resolve.experiment import ResolvedExperiment
+from seqc.run.report import Reporter
 from seqc.run.session import Joint, Session
 from seqc.spec.errors import CheckError, UsageError
 
@@ -64,22 +64,21 @@ def check_joint(joint: Joint, cluster: Cluster) -> None:
     check_multitask(joint.resolved, several=cluster.several)
 
 
-def check_lazy_rows(session: Session, cluster: Cluster, console: Console) -> None:
+def check_lazy_rows(session: Session, cluster: Cluster, reporter: Reporter) -> None:
     """`adam(lazy_rows = true)` runs on one device of one process, one step per update; say
     which params it updates by rows (`seqc.compiler.sparse_rows`)."""
     resolved, cfg, compiled = session.resolved, session.train_config, session.compiled
-    if not (cfg["optimizer"].kind == "adam" and cfg["optimizer"].args.get("lazy_rows")):
+    if not (isinstance(cfg.optimizer, Adam) and cfg.optimizer.lazy_rows):
         return
     check_lazy_spec(resolved, several=cluster.several)
-    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg["optimizer"])
+    tables = lazy_tables([compiled.training_graph, compiled.train_criterion], cfg.optimizer)
     if tables:
         shown = ", ".join(f"{n} ({spec.gathers} gathers)" for n, spec in tables.items())
-        console.print(f"lazy rows: {shown} update only the rows each step gathers")
+        reporter.info(f"lazy rows: {shown} update only the rows each step gathers")
     else:
-        console.print(
-            "warning: lazy_rows = true, but every param is read by more than gathers "
-            "(no embedding table or sampled output layer); all update densely",
-            soft_wrap=True,
+        reporter.warn(
+            "lazy_rows = true, but every param is read by more than gathers "
+            "(no embedding table or sampled output layer); all update densely"
         )
 
 

@@ -25,9 +25,9 @@ import numpy as np
 from seqc.backends import registry
 from seqc.backends.api import Weights
 from seqc.backends.weights import read_weights
+from seqc.compiler.config import FromCheckpoint, InitConfig
 from seqc.compiler.graph import Param
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.resolve.values import CallValue
 from seqc.spec.errors import CheckError, FileError, SeqcError, did_you_mean
 from seqc.spec.ir import Span
 
@@ -96,19 +96,20 @@ class WarmStart:
 def warm_start(resolved: ResolvedExperiment, params: Mapping[str, Param]) -> WarmStart | None:
     """The params `train.init_from` gives the model, checked against its params; None when
     the experiment has no `init_from`."""
-    init = resolved.config["train"].get("init_from")
-    if init is None:
+    call = resolved.config["train"]["init_from"]
+    if call is None:
         return None
     span = resolved.span("train.init_from")
-    if not isinstance(init, CallValue) or init.kind != "checkpoint":
+    init = InitConfig.of(call)
+    if not isinstance(init, FromCheckpoint):
         raise CheckError(
-            f"init_from = {init} is not a warm start seqc knows",
+            f"init_from = {call} is not a warm start seqc knows",
             span=span,
             code="not-implemented",
             hint='use checkpoint("RUN_DIR")',
         )
     map_span = resolved.span("train.init_from.map") or span
-    entries = [(str(k), str(v)) for k, v in init.args["map"].items()]
+    entries = [(str(k), str(v)) for k, v in init.map.items()]
     patterns = [(key, value, _pattern(key, value, map_span)) for key, value in entries]
     weights = _read(resolved, init, span)
 
@@ -191,14 +192,14 @@ def warm_start(resolved: ResolvedExperiment, params: Mapping[str, Param]) -> War
 # ------------------------------------------------------------------------------ the checkpoint
 
 
-def _read(resolved: ResolvedExperiment, init: CallValue, span: Span | None) -> Weights:
+def _read(resolved: ResolvedExperiment, init: FromCheckpoint, span: Span | None) -> Weights:
     """The checkpoint's weights; a relative path is looked for in the current directory, then
     beside the spec. A backend's error without a place gets the spec line and the path."""
-    written = str(init.args["path"])
+    written = init.path
     path_span = resolved.span("train.init_from.path") or span
     path = _locate(written, Path(resolved.file).parent, path_span)
     try:
-        return read_weights(path, init.args.get("step"))
+        return read_weights(path, init.step)
     except SeqcError as e:
         if e.span is not None:
             raise

@@ -130,7 +130,7 @@ def _param(p: ir.Param, indent: str | None = None) -> str:
         text += f" {_range(p.range)}"
     if p.default is not None:
         if indent is None:
-            text += f" = {_flat(p.default)}"
+            text += f" = {format_expr(p.default)}"
         else:
             text += " = " + _expr(p.default, len(indent) + len(text) + 3, indent)
     if p.doc is not None:
@@ -181,7 +181,7 @@ def _string(value: str) -> str:
 def _type(t: ir.TypeExpr) -> str:
     if t.args is None:
         return t.name
-    return f"{t.name}[{', '.join(_flat(a) for a in t.args)}]"
+    return f"{t.name}[{', '.join(format_expr(a) for a in t.args)}]"
 
 
 def _prec(e: ir.Expr) -> int:
@@ -193,7 +193,7 @@ def _prec(e: ir.Expr) -> int:
 
 
 def _wrap(e: ir.Expr, need: bool) -> str:
-    text = _flat(e)
+    text = format_expr(e)
     return f"({text})" if need else text
 
 
@@ -213,7 +213,7 @@ def _postfix_head(e: ir.Expr) -> str:
     return _wrap(e, need)
 
 
-def _flat(e: ir.Expr) -> str:
+def format_expr(e: ir.Expr) -> str:
     """One-line rendering with the fewest parentheses that parse back to the same tree."""
     if isinstance(e, ir.Number):
         return e.text
@@ -238,23 +238,25 @@ def _flat(e: ir.Expr) -> str:
     if isinstance(e, ir.Neg):
         return f"-{_wrap(e.operand, _prec(e.operand) < _NEG_PREC)}"
     if isinstance(e, ir.ListExpr):
-        return f"[{', '.join(_flat(i) for i in e.items)}]"
+        return f"[{', '.join(format_expr(i) for i in e.items)}]"
     if isinstance(e, ir.MapExpr):
-        return "{" + ", ".join(f"{_key(en)}: {_flat(en.value)}" for en in e.entries) + "}"
+        return "{" + ", ".join(f"{_key(en)}: {format_expr(en.value)}" for en in e.entries) + "}"
     if isinstance(e, ir.Replicate):
-        return f"{e.count} x {_flat(e.value)}"
+        return f"{e.count} x {format_expr(e.value)}"
     if isinstance(e, ir.TypeExpr):
         return _type(e)
     raise TypeError(f"cannot print {type(e).__name__}")
 
 
 def _args(call: ir.Call) -> list[str]:
-    return [_flat(a) for a in call.args] + [f"{k.name} = {_flat(k.value)}" for k in call.kwargs]
+    return [format_expr(a) for a in call.args] + [
+        f"{k.name} = {format_expr(k.value)}" for k in call.kwargs
+    ]
 
 
 def _expr(e: ir.Expr, column: int, indent: str) -> str:
     """Render at `column`; break calls, lists and maps one item per line when too wide."""
-    flat = _flat(e)
+    flat = format_expr(e)
     if column + len(flat) <= WIDTH:
         return flat
     inner = indent + INDENT

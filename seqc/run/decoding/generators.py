@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from seqc.backends.api import Model
     from seqc.data.audio import WavSource
+    from seqc.resolve.values import CallValue
+    from seqc.run.export.artifact import Artifact
+    from seqc.run.session import Session
 
 
 @dataclass
@@ -26,26 +30,35 @@ class Generator:
     strategy: Any
     default_source: str | None = None
     transcriber: Any = None
-    """A `seqc.run.transcribe.Transcriber` (speech tasks)."""
+    """A `seqc.run.scoring.transcribe.Transcriber` (speech tasks)."""
     default_audio: tuple[Path, str] | None = None
     """The first dev utterance's wav and transcript: what the sample after training hears."""
 
 
-def default_strategy() -> Any:
-    from seqc.resolve.values import CallValue
+FALLBACK_MAX_LENGTH = 48
+"""Tokens decoded when neither the task nor the artifact names a strategy, by the sample after
+training, `seqc decode`, `seqc eval --artifact` and a training run's dev translations: greedy
+with the catalogue's defaults but this `max_length`, shorter than the catalogue's 64. Kept at 48,
+what these have always decoded, so that their output does not change; `seqc eval` of a
+checkpoint and `seqc export`'s BLEU column decode with the catalogue's default itself."""
 
-    return CallValue(kind="greedy", namespace="decode", args={"max_length": 48})
+
+def fallback_strategy() -> CallValue:
+    """The strategy of a task or artifact that names none (`FALLBACK_MAX_LENGTH`)."""
+    from seqc.run.decoding.defaults import default_strategy
+
+    return default_strategy(max_length=FALLBACK_MAX_LENGTH)
 
 
-def from_session(session: Any, model: Any, params: Any) -> Generator:
-    from seqc.run.decode import decoder_for
+def from_session(session: Session, model: Model, params: Any) -> Generator:
+    from seqc.run.decoding.decoders import decoder_for
 
     pipeline = session.pipeline
     tok, ttok = pipeline.tokenizer, pipeline.target_tokenizer
     split = "dev" if "dev" in pipeline.splits else "train"
     if pipeline.task == "asr":
         from seqc.compiler.min_length import min_audio_samples
-        from seqc.run.transcribe import Transcriber
+        from seqc.run.scoring.transcribe import Transcriber
 
         first = pipeline.splits[split].examples[0]
         strategy = session.task_config.get("decode")
@@ -67,14 +80,14 @@ def from_session(session: Any, model: Any, params: Any) -> Generator:
         return Generator(None, tok, ttok, "asr", strategy, None, listen, audio)
     dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
     default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
-    strategy = session.task_config.get("decode") or default_strategy()
+    strategy = session.task_config.get("decode") or fallback_strategy()
     return Generator(dec, tok, ttok, pipeline.task, strategy, default)
 
 
-def from_artifact(artifact: Any) -> Generator:
+def from_artifact(artifact: Artifact) -> Generator:
     from seqc.resolve.values import CallValue
-    from seqc.run.artifact import step_functions
-    from seqc.run.stepdecode import StepDecoder
+    from seqc.run.decoding.steps import StepDecoder
+    from seqc.run.export.artifact import step_functions
 
     m = artifact.manifest
     tok, ttok = artifact.tokenizers()
@@ -90,18 +103,19 @@ def from_artifact(artifact: Any) -> Generator:
         special["pad"],
     )
     strategy = (
-        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else default_strategy()
+        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else fallback_strategy()
     )
     return Generator(dec, tok, ttok, m["task_kind"], strategy)
 
 
-def artifact_transcriber(artifact: Any, tok: Any) -> Generator:
+def artifact_transcriber(artifact: Artifact, tok: Any) -> Generator:
     """A speech artifact's transcriber: CTC frame logits in one pass, or an attention decoder
     stepping over its encoder's output; wav files at the sample rate the manifest records."""
     from seqc.resolve.values import CallValue
-    from seqc.run.artifact import step_functions
-    from seqc.run.stepdecode import StepDecoder, one_pass
-    from seqc.run.transcribe import Transcriber
+    from seqc.run.decoding.forced import one_pass
+    from seqc.run.decoding.steps import StepDecoder
+    from seqc.run.export.artifact import step_functions
+    from seqc.run.scoring.transcribe import Transcriber
 
     m = artifact.manifest
     d = m.get("decode")
@@ -161,7 +175,7 @@ def hypothesis(g: Generator, line: str) -> str:
     for an empty source; a language model's prompt completed to the end of its line (its EOS).
     Unlike `sample_text`, no source is echoed and no held-out sentence stands in for an empty
     one."""
-    from seqc.run.outputs import one_line
+    from seqc.run.rundir.outputs import one_line
 
     if g.task == "lm":
         tok = g.tokenizer
@@ -183,7 +197,7 @@ def hypotheses(g: Generator, lines: list[str]) -> Iterator[str]:
     if g.task != "seq2seq" or many is None:
         yield from (hypothesis(g, line) for line in lines)
         return
-    from seqc.run.outputs import one_line
+    from seqc.run.rundir.outputs import one_line
 
     tok = g.tokenizer
     for at in range(0, len(lines), STREAM_CHUNK):

@@ -1,10 +1,12 @@
 """Generation from a trained model: greedy, temperature sampling, and beam search with length
 normalisation, for language models (continue a prompt) and encoder-decoders (translate).
 
-Each step runs the whole compiled forward pass on a fixed-length buffer and reads the logits at
-the current position; causal attention makes the positions after it irrelevant. Fixed shapes mean
-one compilation per (beams, length) rather than one per step. Decoding over an encoder and a
-decoder step with explicit caches (exported artifacts) is `seqc.run.stepdecode`.
+The search rules here (`beam_step`, `best`, `sample_token`, `log_softmax64`) are shared by every
+decoder that searches on the host, so they all keep the same hypotheses. `Decoder` runs them over
+the whole compiled forward pass on a fixed-length buffer and reads the logits at the current
+position; causal attention makes the positions after it irrelevant. Fixed shapes mean one
+compilation per (beams, length) rather than one per step. Decoding over an encoder and a decoder
+step with explicit caches (exported artifacts) is `seqc.run.decoding.steps`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from seqc.backends.api import Generator, Model
+from seqc.backends.api import Model
 from seqc.compiler.signature import buffer_length
 from seqc.resolve.values import CallValue
 
@@ -147,7 +149,7 @@ class Decoder:
             if strategy.kind == "greedy":
                 tok = int(np.argmax(logp))
             else:
-                tok = _sample(logp, strategy.args, rng)
+                tok = sample_token(logp, strategy.args, rng)
             if tok == self.eos and stop_at_eos:
                 break
             out.append(tok)
@@ -187,7 +189,10 @@ def _source(src: list[int] | Mapping[str, np.ndarray] | None, rows: int) -> Sour
     return np.repeat(np.asarray([src], np.int32), rows, axis=0)
 
 
-def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:
+def sample_token(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:
+    """One token drawn from log-probabilities `logp` [V] as a `sample(...)` strategy's args
+    shape them (temperature, then top-k, then top-p): every host decoder draws through here, so
+    the same seed gives the same tokens whichever decoder runs."""
     temperature = max(float(args.get("temperature", 1.0)), 1e-6)
     logits = logp / temperature
     top_k = int(args.get("top_k", 0))
@@ -205,58 +210,3 @@ def _sample(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) ->
         probs = np.where(mask, probs, 0.0)
         probs /= probs.sum()
     return int(rng.choice(len(probs), p=probs))
-
-
-def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator:
-    """The fastest decoder the model has: over the backend's encoder and decoder-step graphs with
-    explicit caches (`step_decoder`: the encoder once, then one position per step), as the
-    exported artifacts decode; else the backend's own (TF runs whole loops in one graph); else
-    this module's loop over the compiled forward pass. The params are read now: make the
-    decoder after the weights it should use."""
-    return (
-        step_decoder(model, params, bos, eos, pad)
-        or model.decoder(params, bos, eos, pad)
-        or Decoder(model, params, bos, eos, pad)
-    )
-
-
-_PROGRAMS: dict[int, tuple[Any, Any, Any]] = {}
-"""A task graph's step program and signature (by the graph's id, with the graph, so the id
-stays its): the same program object at every evaluation of a run lets the backend keep what it
-compiled for it (`Backend.step_functions`)."""
-
-
-def step_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator | None:
-    """A `StepDecoder` over the model's backend's step functions, or None for a model whose
-    graph has no step form (a CTC model, a layer that needs the whole decoded sequence), or
-    whose params are not plain arrays (tables kept on a parameter server).
-
-    Why: the forward-pass loop recomputes every position at every step, O(T^2), and runs one
-    compiled program per buffer length; the step graph computes one position against its
-    caches, O(T), with the encoder run once per source rather than once per step."""
-    from seqc.backends import registry
-    from seqc.compiler.incremental import incremental, stepping_inputs
-    from seqc.compiler.step_signature import StepSignature
-    from seqc.run.stepdecode import StepDecoder
-    from seqc.spec.errors import SeqcError
-
-    task = model.task
-    if task.ctc:
-        return None
-    try:
-        arrays = {k: np.asarray(v) for k, v in dict(params).items()}
-    except (TypeError, ValueError):
-        return None
-    if any(a.dtype == object for a in arrays.values()):
-        return None
-    known = _PROGRAMS.get(id(task.graph))
-    if known is None or known[0] is not task.graph:
-        try:
-            program = incremental(task.graph, stepping_inputs(task.graph))
-        except SeqcError:
-            return None
-        known = (task.graph, program, StepSignature.of(program, task.fields))
-        _PROGRAMS[id(task.graph)] = known
-    _, program, sig = known
-    fns = registry.backend(model.backend).step_functions(program, arrays)
-    return StepDecoder(fns, sig, bos, eos, pad)

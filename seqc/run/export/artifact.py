@@ -23,12 +23,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqc.backends import registry
 from seqc.backends.api import StepFunctions
 from seqc.compiler.step_signature import StepSignature
 from seqc.spec.errors import FileError
+
+if TYPE_CHECKING:  # a session is only read here; decoding an artifact alone needs none
+    from seqc.run.session import Session
 
 MANIFEST = "manifest.json"
 ARTIFACT_VERSION = 1
@@ -157,7 +160,7 @@ def load_artifact(path: Path) -> Artifact:
     return Artifact(path, manifest)
 
 
-def check_against(artifact: Artifact, session: Any) -> None:
+def check_against(artifact: Artifact, session: Session) -> None:
     """An artifact used with a spec must come from that experiment and tokenizer."""
     m = artifact.manifest
     problems = []

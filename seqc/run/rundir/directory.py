@@ -36,8 +36,8 @@ from seqc.data.readers import ORIGIN
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 from seqc.resolve.values import to_json
-from seqc.run.lock import RunLock, unwritable
-from seqc.run.resume import check_resume
+from seqc.run.rundir.lock import RunLock, unwritable
+from seqc.run.rundir.resume import check_resume
 from seqc.spec.errors import FileError, source_text
 
 PACKAGES = (
@@ -208,8 +208,8 @@ class RunDir:
 
     def resumed(self, program: Program, resolved: ResolvedExperiment, step: int) -> None:
         """A resumed run keeps its spec and facts; the resume is added to `run.json`, the
-        settings it may change (`seqc.run.resume.ALLOWED`) to `resolved.json`, and the metrics
-        past the checkpoint are dropped."""
+        settings it may change (`seqc.run.rundir.resume.ALLOWED`) to `resolved.json`, and the
+        metrics past the checkpoint are dropped."""
         self.spec_file = self.path / "spec" / _root_spec(program, spec_tree(program)[1])
         if not self.writer:
             return

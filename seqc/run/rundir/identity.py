@@ -8,7 +8,7 @@ restoring fails there, where a good checkpoint looked damaged. So a run records,
 each task's model (every layer's resolved args, the params' shapes, a digest of the lowered
 graph) and data (each tokenizer's identity, each split's examples); a resume must match all of
 it, and an evaluation, a decode or an export the model and the tokenizers, before anything is
-read. A run from before this record is compared by its settings alone (`seqc.run.resume`).
+read. A run from before this record is compared by its settings alone (`seqc.run.rundir.resume`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from seqc.compiler.graph import Graph
-from seqc.resolve.layers import LayerInstance
+from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.values import to_json
 from seqc.run.session import Joint, Session
 from seqc.spec.errors import UsageError

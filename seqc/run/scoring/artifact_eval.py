@@ -11,22 +11,29 @@ beside the checkpoint's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from seqc.run.console import err, out
+from seqc.run.report import PlainReporter, Reporter
+from seqc.run.session import Session, several_tasks
 from seqc.spec.errors import UsageError
 
 
-def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Path) -> Path:
+def eval_artifact(
+    session: Session,
+    path: Path,
+    split: str,
+    limit: int,
+    run_dir: Path,
+    reporter: Reporter | None = None,
+) -> Path:
     """Translate `split` (its first `limit` examples; 0: all) with the artifact at `path`,
-    print BLEU and chrF with sacreBLEU's signatures, and write the translations; the folder."""
+    report BLEU and chrF with sacreBLEU's signatures, and write the translations; the folder."""
     from seqc.resolve.values import to_json
-    from seqc.run.artifact import check_against, load_artifact
-    from seqc.run.generators import default_strategy, from_artifact
-    from seqc.run.lock import unwritable
-    from seqc.run.session import several_tasks
-    from seqc.run.translate import eval_folder, score_translations, write_translations
+    from seqc.run.decoding.generators import fallback_strategy, from_artifact
+    from seqc.run.export.artifact import check_against, load_artifact
+    from seqc.run.rundir.lock import unwritable
+    from seqc.run.scoring.translate import eval_folder, score_translations, write_translations
 
+    reporter = reporter or PlainReporter()
     if session.pipeline.task != "seq2seq":
         raise UsageError(
             f"seqc eval --artifact scores translation artifacts; task `{session.task}` is "
@@ -44,19 +51,18 @@ def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Pat
     art = load_artifact(path)
     check_against(art, session)
     gen = from_artifact(art)
-    strategy = session.task_config.get("decode") or default_strategy()
+    strategy = session.task_config.get("decode") or fallback_strategy()
     step = (art.manifest.get("checkpoint") or {}).get("step")
-    err.print(
+    reporter.info(
         f"translating {split} with {art.format} ({art.manifest['quantize']}) from {path}, "
-        f"exported from checkpoint step {step}",
-        soft_wrap=True,
+        f"exported from checkpoint step {step}"
     )
     t = score_translations(gen.decoder, session.pipeline, strategy, split, limit)
     for src, hyp, ref in t["samples"]:
-        err.print(f"  src: {src}\n  hyp: {hyp}\n  ref: {ref}")
+        reporter.info(f"  src: {src}\n  hyp: {hyp}\n  ref: {ref}")
     sig = t["signatures"]
-    out.print(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
-    out.print(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
+    reporter.result(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
+    reporter.result(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
     tag = path.resolve().name
     folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
     facts = {
@@ -75,5 +81,5 @@ def eval_artifact(session: Any, path: Path, split: str, limit: int, run_dir: Pat
         write_translations(folder, t, facts)
     except OSError as e:
         raise unwritable(run_dir, e) from None
-    out.print(f"{split} hypotheses and scores: {folder}", soft_wrap=True)
+    reporter.result(f"{split} hypotheses and scores: {folder}")
     return folder

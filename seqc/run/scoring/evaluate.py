@@ -4,8 +4,8 @@ so the figure does not depend on how the split was batched).
 The one place that chooses which figures a task reports: `summarize` for `seqc eval`, the dev
 evaluations of training (the lines before and after it, each step's) and `seqc export`'s
 quality column alike, and `headline` for the one figure a line prints. A CTC model reports its
-criterion's loss only (WER and CER come beside it, `seqc.run.transcribe`): its `nll_sum` sums
-over every alignment of a whole transcript, so exp(nll / tokens) is no next-token perplexity
+criterion's loss only (WER and CER come beside it, `seqc.run.scoring.transcribe`): its `nll_sum`
+sums over every alignment of a whole transcript, so exp(nll / tokens) is no next-token perplexity
 (an untrained model's is 1e17 and more), and it has no per-token argmax to count as accuracy
 nor a softmax whose log Z means anything. An attention decoder (LAS, and joint CTC + attention,
 whose evaluation criterion is the decoder's cross-entropy) keeps perplexity, accuracy and log Z.

@@ -4,11 +4,11 @@ The one place an utterance is transcribed for a figure, so `seqc eval`, the trai
 evaluation and `seqc export`'s check of an artifact compute WER the same way:
 
 - a CTC model runs once over a batch of utterances (the pipeline's own buckets, padded) and each
-  row's frame logits are decoded on the host (`seqc.run.ctc_decode`: greedy, or the prefix beam
+  row's frame logits are decoded on the host (`seqc.run.decoding.ctc`: greedy, or the prefix beam
   search for `beam(width)`). Padding frames are "blank with certainty" in a compiled CTC model,
   so they never add a token;
 - an attention decoder (Listen-Attend-Spell) decodes one utterance at a time with the shared
-  step-by-step decoder (`seqc.run.decode.Decoder`), its audio arrays given as the source.
+  step-by-step decoder (`seqc.run.decoding.search.Decoder`), its audio arrays given as the source.
 
 `Transcriber` is the same for one wav file at a time (`seqc decode --input utt.wav`, the sample
 printed after training), over a trained model or an exported artifact alike; `one_by_one` runs
@@ -28,8 +28,9 @@ import numpy as np
 from seqc.compiler.lower.ctc import BLANK, FORCED
 from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
 from seqc.resolve.values import CallValue
-from seqc.run.ctc_decode import ctc_decode_batch
-from seqc.run.wer import error_rates
+from seqc.run.decoding.ctc import ctc_decode_batch
+from seqc.run.decoding.defaults import default_strategy
+from seqc.run.scoring.wer import error_rates
 
 Logits = Callable[[Mapping[str, np.ndarray]], Any]
 """A CTC model's forward: the batch's arrays -> frame logits [B, F, V]."""
@@ -42,9 +43,15 @@ def ctc_strategy(strategy: CallValue | None) -> tuple[str, int]:
     return "greedy", 1
 
 
-GREEDY = CallValue(kind="greedy", namespace="decode", args={"max_length": 32})
+TRANSCRIPT_MAX_LENGTH = 32
+"""Tokens an attention decoder transcribes at most when its task names no `decode` (and when
+`seqc export` scores artifacts): shorter than the catalogue's 64, the length these transcripts
+have always been decoded to, kept so that their WER does not change."""
+
+GREEDY = default_strategy(max_length=TRANSCRIPT_MAX_LENGTH)
 """How an attention decoder transcribes when its task names no `decode` (and how `seqc export`
-scores artifacts: greedy, the decoding a deployed model is most often run with)."""
+scores artifacts): greedy, the decoding a deployed model is most often run with, with the
+catalogue's defaults but `TRANSCRIPT_MAX_LENGTH`."""
 
 
 def audio_arrays(samples: np.ndarray) -> dict[str, np.ndarray]:
@@ -185,7 +192,7 @@ def score_model(
             lambda arrays: model.logits(params, arrays), pipeline, split, strategy, limit
         )
         return score_transcripts(hyps, refs)
-    from seqc.run.decode import Decoder
+    from seqc.run.decoding.search import Decoder
 
     tok = pipeline.target_tokenizer
     decoder = Decoder(model, params, tok.bos_id, tok.eos_id, tok.pad_id)

@@ -103,7 +103,7 @@ def write_translations(folder: Path, scored: dict[str, Any], facts: dict[str, An
     rescore or compare with other tools, `sacrebleu references.txt < hypotheses.txt`), and
     `scores.json`: BLEU, chrF, their signatures and the example count, with `facts` (the
     checkpoint, the decode strategy). Raises OSError."""
-    from seqc.run.outputs import write_folder
+    from seqc.run.rundir.outputs import write_folder
 
     record = {
         **facts,

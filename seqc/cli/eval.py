@@ -1,0 +1,99 @@
+"""`seqc eval`: score a run's checkpoint, or an exported translator, on a split.
+
+The work is `seqc.run.evaluation.evaluate_checkpoint` (and `seqc.run.scoring.artifact_eval` for
+`--artifact`): figures on stdout, which weights were scored and sample decodings on stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from seqc.backends import registry
+from seqc.cli.console import ConsoleReporter, out
+from seqc.cli.guard import guarded
+from seqc.cli.options import (
+    BackendOpt,
+    CheckpointOpt,
+    ExpOpt,
+    FileArg,
+    RunDirOpt,
+    SetOpt,
+    TaskOpt,
+    TokenizerCacheOpt,
+)
+from seqc.run.evaluation import evaluate_checkpoint
+from seqc.run.restore import artifact_task, run_backend
+from seqc.run.session import open_session, open_sessions
+from seqc.spec.errors import UsageError
+
+DEV_LIMIT = 200
+"""How many examples `seqc eval` decodes by default on a split other than test."""
+
+
+@guarded
+def eval_cmd(
+    spec: FileArg,
+    experiment: ExpOpt,
+    run_dir: RunDirOpt = None,
+    split: Annotated[str, typer.Option(help="dev or test.")] = "dev",
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Decode only the first N examples for BLEU/chrF or WER/CER (0: all; default: "
+            f"all of test, the first {DEV_LIMIT} of dev).",
+            show_default=False,
+        ),
+    ] = None,
+    set_: SetOpt = None,
+    cache_dir: TokenizerCacheOpt = None,
+    backend: BackendOpt = None,
+    checkpoint: CheckpointOpt = None,
+    task: TaskOpt = None,
+    artifact: Annotated[
+        Path | None,
+        typer.Option(
+            help="Translate with this exported artifact instead of a checkpoint (its BLEU and "
+            "chrF; translations in RUN/eval/ARTIFACT-SPLIT, -TASK after it in a multi-task run).",
+        ),
+    ] = None,
+) -> None:
+    """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
+    decoded translations when the task lists them, with sacreBLEU's signatures, the
+    hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task.
+    With --artifact: an exported translator's BLEU and chrF on the split, decoded as the
+    checkpoint's are."""
+    if backend is not None:  # a bad --backend fails before the data is read, not after
+        registry.check_backend(backend)
+    run_dir = run_dir or Path("runs") / experiment
+    if limit is None:  # a test figure is reported on the whole split; dev is a quick look
+        limit = 0 if split == "test" else DEV_LIMIT
+    reporter = ConsoleReporter()
+    if artifact is not None:
+        from seqc.run.export.artifact import load_artifact
+        from seqc.run.scoring.artifact_eval import eval_artifact
+
+        if checkpoint is not None:
+            raise UsageError(
+                "--artifact and --checkpoint both name what to translate with; give one",
+                code="conflicting-options",
+            )
+        named = task or artifact_task(
+            spec, experiment, set_, load_artifact(artifact).manifest.get("task")
+        )
+        session = open_session(spec, experiment, set_ or [], cache_dir=cache_dir, task=named)
+        eval_artifact(session, artifact, split, limit, run_dir, reporter)
+        return
+    sessions = open_sessions(spec, experiment, set_ or [], cache_dir=cache_dir, task=task)
+    for session in sessions:
+        if len(sessions) > 1:
+            out.print(f"task {session.task}:")
+        source = checkpoint or run_dir
+        engine = run_backend(session, backend)
+        evaluate_checkpoint(session, source, engine, split, limit, run_dir, reporter)
+
+
+COMMANDS = {"eval": eval_cmd}
+"""This module's commands by name (`seqc.cli.app.LAZY_COMMANDS`)."""
