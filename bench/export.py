@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from seqc.backends.onnx.emit import check, to_onnx  # noqa: E402
-from seqc.backends.onnx.runtime import Session  # noqa: E402
+from seqc.backends.onnx.runtime import OnnxRunner  # noqa: E402
 from seqc.compiler.compile import compile_task  # noqa: E402
 from seqc.compiler.incremental import incremental, stepping_inputs  # noqa: E402
 from seqc.compiler.init import init_params  # noqa: E402
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         theirs = tf2onnx_model(graph, params, Path(tmp))
     program = incremental(graph, stepping_inputs(graph))
     step = check(to_onnx(program.step, params, output_names=list(program.step_outputs)))
-    s_ours, s_theirs = Session(ours), Session(theirs)
+    s_ours, s_theirs = OnnxRunner(ours), OnnxRunner(theirs)
     feeds_theirs = {s_theirs.input_names[0]: ids}
     a = s_ours.run({"ids": ids})[0]
     b = s_theirs.run(feeds_theirs)[0]
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     from seqc.compiler.signature import input_fields
     from seqc.compiler.step_signature import StepSignature
 
-    s_step = Session(step)
+    s_step = OnnxRunner(step)
     feeds = {"ids": ids[:, :1], "pos": np.asarray(0, np.int32)}
     feeds |= StepSignature.of(program, input_fields(graph)).zero_caches(1, args.length)
     feeds = {k: v for k, v in feeds.items() if k in program.step.inputs}

@@ -96,7 +96,7 @@ def decode_speeds(weights_at: Path, artifact: Path, sentences: int) -> dict[str,
     from seqc.backends import registry
     from seqc.backends.weights import match_params, read_weights
     from seqc.run.decoding.decoders import decoder_for
-    from seqc.run.decoding.generators import from_artifact
+    from seqc.run.decoding.text_decoder import from_artifact
     from seqc.run.export.artifact import load_artifact
     from seqc.run.scoring.translate import source_ids
     from seqc.run.session import open_session

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from seqc.backends.jax.train import JaxModel
 from seqc.cli import app
+from seqc.compiler.lazy_rows import row_sparse
 from seqc.compiler.lower.sampled import CANDIDATES
-from seqc.compiler.sparse_rows import row_sparse
 from seqc.run.candidates import candidates_for
 from seqc.run.session import Session, open_session
 from seqc.run.train import train

@@ -22,7 +22,7 @@ from seqc.cli import app
 from seqc.resolve.experiment import resolve
 from seqc.resolve.program import load_program
 from seqc.run.mix import Mix
-from seqc.run.session import open_joint, open_training
+from seqc.run.session import open_multitask, open_training
 from seqc.run.train import train
 from seqc.spec.errors import SeqcError
 
@@ -126,7 +126,7 @@ def test_a_share_of_different_shapes_is_an_error_at_the_use_naming_both_tasks(
     tmp_path: Path,
 ) -> None:
     spec = _write(tmp_path, d_b=24)
-    e = _error(lambda: open_joint(spec, "two", cache_dir=tmp_path / "c"))
+    e = _error(lambda: open_multitask(spec, "two", cache_dir=tmp_path / "c"))
     assert e.code == "share-mismatch"
     text = str(e)
     assert "`a`" in text and "`b`" in text
@@ -288,10 +288,10 @@ def test_a_multi_task_run_resumes_exactly(tmp_path: Path, backend: str) -> None:
 
 def test_shared_weights_are_one_tensor_that_each_task_updates(tmp_path: Path) -> None:
     spec = _write(tmp_path)
-    joint = open_joint(spec, "two", cache_dir=tmp_path / "c")
+    joint = open_multitask(spec, "two", cache_dir=tmp_path / "c")
     from seqc.backends import registry
 
-    model = registry.backend("jax").joint_model(
+    model = registry.backend("jax").multitask_model(
         joint.multi, joint.train_config, {"a": 0.5, "b": 0.5}
     )
     state = model.init(1)

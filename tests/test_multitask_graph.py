@@ -16,9 +16,9 @@ from seqc.cli import app
 from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import DTYPE_BYTES
 from seqc.compiler.multitask import MultiTask
-from seqc.compiler.placement.plan import place, place_joint
+from seqc.compiler.placement.plan import place, place_multitask
 from seqc.resolve.experiment import ResolvedExperiment
-from seqc.run.session import compile_joint
+from seqc.run.session import compile_multitask
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = ROOT / "examples" / "common" / "transformer.seq"
@@ -88,7 +88,7 @@ def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def joint(spec: Path) -> tuple[ResolvedExperiment, MultiTask]:
-    return compile_joint(spec, "two")
+    return compile_multitask(spec, "two")
 
 
 def _persistent(plan: dict) -> int:
@@ -156,7 +156,7 @@ def test_joint_placement_holds_every_param_once(
     joint: tuple[ResolvedExperiment, MultiTask],
 ) -> None:
     resolved, multi = joint
-    placed = place_joint(multi, resolved)
+    placed = place_multitask(multi, resolved)
     problem = placed.problem
     assert set(problem.params) == set(multi.params)  # one holder each, shared ones included
     assert len(placed.devices) == len(multi.union_graph().ops)

@@ -22,7 +22,7 @@ from test_tf_parity import EXAMPLES, LAYERS, VOCAB, run_jax
 
 from seqc.backends.onnx.emit import OnnxExportError, check, to_onnx
 from seqc.backends.onnx.ops import OPS
-from seqc.backends.onnx.runtime import Session, reference_run
+from seqc.backends.onnx.runtime import OnnxRunner, reference_run
 from seqc.compiler import sinusoid
 from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import (
@@ -91,7 +91,7 @@ def test_layer_matches_jax(case: str) -> None:
     params = params_of(graph)
     model = check(to_onnx(graph, params))
     inputs = feeds(graph, 0, SHAPES[0])
-    got = Session(model).run(inputs)
+    got = OnnxRunner(model).run(inputs)
     abs_err, rel_err = errors(got, run_jax(graph, params, inputs))
     assert abs_err <= ABS_TOLERANCE and rel_err <= REL_TOLERANCE, (case, abs_err, rel_err)
     ref_abs, _ = errors(reference_run(model, inputs), got)
@@ -143,7 +143,7 @@ def test_every_primitive_matches_jax(dims: str) -> None:
     params = {"prims.bias": np.linspace(-1.0, 1.0, 4, dtype=np.float32)}
     model = check(to_onnx(graph, params))
     inputs = feeds(graph, 0, SHAPES[0])
-    got, want = Session(model).run(inputs), run_jax(graph, params, inputs)
+    got, want = OnnxRunner(model).run(inputs), run_jax(graph, params, inputs)
     bad = []
     for vid, a, b in zip(graph.outputs, got, want, strict=True):
         abs_err, rel_err = errors([a], [b])
@@ -162,7 +162,7 @@ def test_newer_opsets(case: str, opset: int) -> None:
     model = check(to_onnx(graph, params, opset=opset))
     assert model.opset_import[0].version == opset
     inputs = feeds(graph, 0, SHAPES[1])
-    assert errors(Session(model).run(inputs), run_jax(graph, params, inputs))[0] <= ABS_TOLERANCE
+    assert errors(OnnxRunner(model).run(inputs), run_jax(graph, params, inputs))[0] <= ABS_TOLERANCE
 
 
 # ---------------------------------------------------------------------------- example models
@@ -188,7 +188,7 @@ SPECS = [spec for spec, _, _ in EXAMPLES]
 @pytest.mark.parametrize("spec", SPECS)
 def test_example_model_matches_jax_at_two_shapes(spec: str) -> None:
     graph, params, model = example(spec)
-    session = Session(model)
+    session = OnnxRunner(model)
     for seed, dims in enumerate(SHAPES):
         inputs = feeds(graph, seed + 1, dims)
         got = session.run(inputs)
@@ -222,7 +222,7 @@ def test_sinusoid_positions_are_computed_to_the_last_position() -> None:
     assert not model.graph.initializer
     assert {"Sin", "Cos"} <= {n.op_type for n in model.graph.node}
     want = sinusoid.table(next(op.attrs for op in graph.ops if op.kind == "sinusoid"))
-    got = Session(model).run({"x0": np.zeros((1, 4096, 128), np.float32)})[0][0]
+    got = OnnxRunner(model).run({"x0": np.zeros((1, 4096, 128), np.float32)})[0][0]
     assert want.shape == got.shape and float(np.max(np.abs(got - want))) <= 3e-7
 
 
@@ -252,7 +252,7 @@ def test_inputs_renamed_outputs_named_and_weights_by_layer_path() -> None:
     assert {t.name for t in model.graph.initializer} == {"embed.table", "out.b"}
     assert {p.key: p.value for p in model.metadata_props} == {"vocab": "spm.model"}
     inputs = feeds(graph, 0, SHAPES[0])
-    got = Session(model).run({"tokens": inputs["ids"].astype(np.int64), "x": inputs["x"]})
+    got = OnnxRunner(model).run({"tokens": inputs["ids"].astype(np.int64), "x": inputs["x"]})
     assert errors(got, run_jax(graph, params, inputs))[0] <= ABS_TOLERANCE
 
 
@@ -326,10 +326,12 @@ def test_session_loads_from_a_file_and_checks_feeds(tmp_path: Path) -> None:
     model = check(to_onnx(graph, params_of(graph)))
     path = tmp_path / "embedding.onnx"
     onnx.save(model, path)
-    session = Session(path)
+    session = OnnxRunner(path)
     assert session.input_names == ["x0"] and session.output_names == ["output0"]
     ids = np.arange(6).reshape(2, 3)  # int64, cast to the model's int32
-    np.testing.assert_array_equal(session.run({"x0": ids})[0], Session(model).run({"x0": ids})[0])
+    np.testing.assert_array_equal(
+        session.run({"x0": ids})[0], OnnxRunner(model).run({"x0": ids})[0]
+    )
     with pytest.raises(ValueError, match=r"missing \['x0'\], unexpected \['ids'\]"):
         session.run({"ids": ids})
     with pytest.raises(ValueError, match="input `x0` is float32, the model takes int32"):

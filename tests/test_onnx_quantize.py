@@ -30,7 +30,7 @@ from test_onnx_emit import ROOT, SPECS, example, feeds
 
 from seqc.backends.onnx.emit import check, to_onnx
 from seqc.backends.onnx.quantize import quantize_dynamic, quantize_static
-from seqc.backends.onnx.runtime import Session
+from seqc.backends.onnx.runtime import OnnxRunner
 from seqc.backends.onnx.tied import gather_rows
 from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import Graph
@@ -71,8 +71,8 @@ def test_int8_model_runs_smaller_and_close(spec: str, recipe: str, tmp_path: Pat
         quantize_static(src, dst, calibration)
 
     inputs = feeds(graph, 99, TEST_DIMS)
-    want = Session(src).run(inputs)[0]
-    got = Session(dst).run(inputs)[0]
+    want = OnnxRunner(src).run(inputs)[0]
+    got = OnnxRunner(dst).run(inputs)[0]
     assert got.shape == want.shape and np.all(np.isfinite(got))
     rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     agree = float(np.mean(got.argmax(-1) == want.argmax(-1)))
@@ -119,7 +119,7 @@ def test_tied_lm_int8_file_is_under_three_tenths_of_fp32(recipe: str, tmp_path: 
     read = {n.input[0] for n in quantized.graph.node if n.op_type == "Gather" and "embed" in n.name}
     assert "embed.table.T_quantized" in read <= {"embed.table.T_quantized", "embed.table.T_scale"}
     inputs = feeds(graph, 99, TEST_DIMS)
-    want, got = Session(src).run(inputs)[0], Session(dst).run(inputs)[0]
+    want, got = OnnxRunner(src).run(inputs)[0], OnnxRunner(dst).run(inputs)[0]
     rel = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     assert rel <= MAX_RELATIVE_ERROR[recipe], rel
 
@@ -145,11 +145,11 @@ def test_gathered_columns_dequantize_like_the_whole_table(zero_point: int) -> No
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     ids = {"ids": rng.integers(0, 9, (2, 3))}
-    want = Session(model).run(ids)[0]
+    want = OnnxRunner(model).run(ids)[0]
     gather_rows(model, ["lookup"])
     onnx.checker.check_model(model, full_check=True)
     assert not any(n.op_type == "Gather" and n.input[0] == "table" for n in model.graph.node)
-    np.testing.assert_allclose(Session(model).run(ids)[0], want, rtol=1e-6)
+    np.testing.assert_allclose(OnnxRunner(model).run(ids)[0], want, rtol=1e-6)
 
 
 def test_static_quantization_needs_calibration_feeds(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import tensorflow as tf
 from seqc.backends.jax.ops import Ctx as JaxCtx
 from seqc.backends.jax.ops import run_graph as jax_run_graph
 from seqc.backends.onnx.emit import OnnxExportError, check, to_onnx
-from seqc.backends.onnx.runtime import Session
+from seqc.backends.onnx.runtime import OnnxRunner
 from seqc.backends.tf.ops import Ctx as TfCtx
 from seqc.backends.tf.ops import run_graph as tf_run_graph
 from seqc.compiler.cost import _eval, estimate
@@ -66,7 +66,7 @@ def run_tf(graph: Graph, params: dict, inputs: dict, ctx: TfCtx | None = None) -
 
 
 def run_onnx(graph: Graph, params: dict, inputs: dict) -> list:
-    return Session(check(to_onnx(graph, params))).run(inputs)
+    return OnnxRunner(check(to_onnx(graph, params))).run(inputs)
 
 
 # ---------------------------------------------------------------------------- references

@@ -156,18 +156,18 @@ def test_decoding_a_file_in_batches_gives_each_line_its_own_translation(
 ) -> None:
     """`seqc decode --input` translates its lines several at a time (`hypotheses`): chunked
     differently, or one line at a time (`hypothesis`), the lines are the same."""
-    from seqc.run.decoding import generators
+    from seqc.run.decoding import text_decoder
 
     base, _, splits = run
     path = _sources(tmp_path, [*(s for s, _ in splits["test"][:9]), ""])
     batched = runner.invoke(app, ["decode", *base, "--input", str(path)])
     assert batched.exit_code == 0, batched.output
-    monkeypatch.setattr(generators, "STREAM_CHUNK", 3)
+    monkeypatch.setattr(text_decoder, "STREAM_CHUNK", 3)
     chunked = runner.invoke(app, ["decode", *base, "--input", str(path)])
     assert chunked.stdout == batched.stdout
 
     def one_at_a_time(gen: object, lines: list[str]) -> Iterator[str]:
-        return (generators.hypothesis(gen, line) for line in lines)
+        return (text_decoder.hypothesis(gen, line) for line in lines)
 
     monkeypatch.setattr(decode_commands, "hypotheses", one_at_a_time)
     alone = runner.invoke(app, ["decode", *base, "--input", str(path)])

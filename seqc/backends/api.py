@@ -10,7 +10,7 @@ or a new run mode, is added in one place:
   the `StepFunctions` of an encoder and decoder-step program;
 - `Model`: the train and eval steps of one task, its params, and (optionally) a decoder of its
   own (TF decodes inside one graph);
-- `JointModel`: the tasks of a multi-task experiment over one set of params (shared layers
+- `MultiTaskModel`: the tasks of a multi-task experiment over one set of params (shared layers
   once), stepping one task, or the weighted sum of all, per update; each task's `Model` for
   evaluation and decoding;
 - `ArtifactFormat` (ONNX, TFLite, SavedModel): builds a deployment artifact from an
@@ -143,7 +143,7 @@ class Model(Protocol):
         ...
 
 
-class JointModel(Protocol):
+class MultiTaskModel(Protocol):
     """The tasks of a multi-task experiment on a backend: one state, whose params are the union
     of the tasks' (a shared layer's once), and a step that trains some of the tasks.
 
@@ -269,14 +269,14 @@ class Backend(Protocol):
         `sharding` plan, data and params split over a mesh of every process's devices."""
         ...
 
-    def joint_model(
+    def multitask_model(
         self,
         multi: MultiTask,
         train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
-    ) -> JointModel:
+    ) -> MultiTaskModel:
         """The tasks of `multi` over one set of params, on one device of one process; with
         `train.mix_by = "sum"` a step trains `sum(weights[t] * loss_t)`."""
         ...

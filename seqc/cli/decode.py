@@ -28,7 +28,7 @@ from seqc.cli.options import (
     TokenizerCacheOpt,
 )
 from seqc.run.decode_inputs import DecodeInputs, read_inputs
-from seqc.run.decoding.generators import hypotheses, hypothesis, sample_text, transcribe_file
+from seqc.run.decoding.text_decoder import hypotheses, hypothesis, sample_text, transcribe_file
 from seqc.run.restore import Source, open_generator
 from seqc.run.rundir.outputs import LineFile, one_line
 from seqc.spec.errors import UsageError

@@ -237,13 +237,13 @@ def _show_graph(
 ) -> None:
     """`seqc show --graph`: each task's lowered model (`seqc.compiler.graph_report`); the tasks
     of a multi-task experiment compiled together, shared layers named once."""
-    from seqc.compiler.graph_report import graph_report, joint_report, pass_report
+    from seqc.compiler.graph_report import graph_report, multitask_report, pass_report
 
     if len(r.tasks) > 1:
-        from seqc.run.session import compile_joint
+        from seqc.run.session import compile_multitask
 
-        resolved, multi = compile_joint(file, experiment, overrides)
-        for section in joint_report(program, resolved, multi, passes=passes):
+        resolved, multi = compile_multitask(file, experiment, overrides)
+        for section in multitask_report(program, resolved, multi, passes=passes):
             print_section(section)
         return
     for task in r.tasks:

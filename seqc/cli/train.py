@@ -24,7 +24,7 @@ from seqc.cli.options import BackendOpt, ExpOpt, FileArg, RunDirOpt, SetOpt, Tok
 from seqc.run.cluster import cluster_from
 from seqc.run.interrupt import Interrupted
 from seqc.run.scoring.evaluate import headline
-from seqc.run.session import Joint, open_training
+from seqc.run.session import MultiTaskSession, open_training
 from seqc.run.train import CheckpointNoSpace, train
 from seqc.run.train_checks import check_strategy
 
@@ -66,7 +66,7 @@ def train_cmd(
     process 0 owns the run directory and prints."""
     from seqc.resolve.experiment import resolve
     from seqc.resolve.program import load_program
-    from seqc.run.decoding.generators import from_session, sample_text
+    from seqc.run.decoding.text_decoder import from_session, sample_text
 
     if backend is not None:  # a bad --backend fails before the data is read, not after
         registry.check_backend(backend)
@@ -87,13 +87,13 @@ def train_cmd(
     say: Callable[[str], None] = err.print if cluster.primary else (lambda text: None)
     shout: Callable[[str], None] = out.print if cluster.primary else (lambda text: None)
     run_dir = run_dir or Path("runs") / experiment
-    tasks = list(session.sessions.values()) if isinstance(session, Joint) else [session]
+    tasks = list(session.sessions.values()) if isinstance(session, MultiTaskSession) else [session]
     for one in tasks:
         params = sum(p.size for p in one.graph.params.values())
         head = f"task {one.task}: " if len(tasks) > 1 else ""
         say(f"{head}{one.pipeline.summary()}")
         say(f"{head}model {one.task_config['model'].kind}: {params:,} params")
-    if isinstance(session, Joint):
+    if isinstance(session, MultiTaskSession):
         total = sum(p.size for p in session.multi.params.values())
         shared = sum(
             session.multi.params[n].size
@@ -144,7 +144,7 @@ def train_cmd(
     if cluster.primary:
         for one in tasks:
             model, params = result.model, result.state["params"]
-            if isinstance(session, Joint):
+            if isinstance(session, MultiTaskSession):
                 model, params = model.view(one.task), model.task_params(one.task, params)
             gen = from_session(one, model, params)
             head = f"{one.task} " if len(tasks) > 1 else ""

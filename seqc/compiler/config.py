@@ -178,7 +178,7 @@ class Adam(OptimizerConfig, kind="adam"):
     weight_decay: float
     """Coupled: added to the gradient (L2), unlike AdamW's."""
     lazy_rows: bool
-    """Update only the rows a step gathered (`seqc.compiler.sparse_rows`)."""
+    """Update only the rows a step gathered (`seqc.compiler.lazy_rows`)."""
 
     @property
     def slots(self) -> int:

@@ -7,7 +7,7 @@ the spec (layer and kind names) is printed as written, never read as markup.
 
 A multi-task experiment reports each task (its params named as in the joint model; with
 `--passes`, what the passes did to the training graph that task's steps run), then the model's
-params, each once, and the params each share gives several tasks (`joint_report`).
+params, each once, and the params each share gives several tasks (`multitask_report`).
 
 Each report is plain data (`seqc.compiler.tables.Section`); the command line lays it out.
 """
@@ -95,7 +95,7 @@ def _sample_rate(input_config: dict[str, Any]) -> int:
     return int(args.get("sample_rate", 16000))
 
 
-def joint_report(
+def multitask_report(
     program: Program,
     r: ResolvedExperiment,
     multi: MultiTask,

@@ -6,7 +6,7 @@ resolved without data first and read only when a model param waits on the data (
 tokenizer's vocabulary). The plan comes from `seqc.compiler.placement.plan`, as `seqc train`'s.
 
 A multi-task experiment is placed whole: one training step of every task, the shared layers'
-params held once (`place_joint`); `--task` places one task's graph, with the multi-task names.
+params held once (`place_multitask`); `--task` places one task's graph, with the multi-task names.
 """
 
 from __future__ import annotations
@@ -45,12 +45,12 @@ def place_experiment(
     and busy time per device and the step time against its lower bound. `json_file`: the plan
     as JSON; `gantt_file`: its Gantt chart; `profile`: op times `seqc profile` measured, in
     place of the estimates."""
-    from seqc.compiler.placement.plan import place, place_joint
+    from seqc.compiler.placement.plan import place, place_multitask
     from seqc.compiler.placement.report import gantt, plan_json, summary, tasks_summary
     from seqc.data.targets import output_file
     from seqc.resolve.experiment import resolve
     from seqc.resolve.program import load_program
-    from seqc.run.session import compile_experiment, compile_joint, several_tasks
+    from seqc.run.session import compile_experiment, compile_multitask, several_tasks
 
     reporter = reporter or PlainReporter()
     set_ = overrides or []
@@ -70,8 +70,8 @@ def place_experiment(
         )
     measured = None
     if joint:
-        resolved, multi = compile_joint(spec, experiment, set_, cache_dir)
-        placed = place_joint(
+        resolved, multi = compile_multitask(spec, experiment, set_, cache_dir)
+        placed = place_multitask(
             multi, resolved, algorithm, fuse=fuse, keep_activations=keep_activations
         )
         n_ops = sum(len(t.graph.ops) for t in multi.tasks.values())

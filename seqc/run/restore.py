@@ -110,9 +110,9 @@ class Source:
 
 
 def open_generator(source: Source, reporter: Reporter | None = None) -> Any:
-    """The generator (`seqc.run.decoding.generators.Generator`) of an artifact, or of a
+    """The generator (`seqc.run.decoding.text_decoder.TextDecoder`) of an artifact, or of a
     checkpoint restored on a backend."""
-    from seqc.run.decoding.generators import from_artifact, from_session
+    from seqc.run.decoding.text_decoder import from_artifact, from_session
 
     reporter = reporter or PlainReporter()
     overrides = list(source.overrides)

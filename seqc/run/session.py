@@ -29,8 +29,8 @@ from seqc.spec.errors import CheckError, Note, UsageError, did_you_mean
 @dataclass
 class Session:
     """One task of an experiment, ready to run: its data and its compiled model. In a
-    multi-task experiment, one task's view of the joint model (`Joint`): its graph's params
-    carry the multi-task names, and `others` names the params only the other tasks read."""
+    multi-task experiment, one task's view of the joint model (`MultiTaskSession`): its graph's
+    params carry the multi-task names, and `others` names the params only the other tasks read."""
 
     program: Program
     resolved: ResolvedExperiment
@@ -55,7 +55,7 @@ class Session:
 
 
 @dataclass
-class Joint:
+class MultiTaskSession:
     """Every task of a multi-task experiment: each one's session, and the tasks compiled
     together (`seqc.compiler.multitask`)."""
 
@@ -113,7 +113,7 @@ def open_session(
     first = resolve(program, experiment, overrides)
     name = _which_task(first, task)
     if several_tasks(first):
-        return open_joint(spec, experiment, overrides, cache_dir, splits).sessions[name]
+        return open_multitask(spec, experiment, overrides, cache_dir, splits).sessions[name]
     kwargs = {"cache_dir": cache_dir} if cache_dir is not None else {}
     pipeline = _pipeline(first, name, splits, kwargs)
     symbols = {f"{pipeline.name}.vocab_size": pipeline.vocab_size}
@@ -123,13 +123,13 @@ def open_session(
     return Session(program, resolved, name, pipeline, compiled)
 
 
-def open_joint(
+def open_multitask(
     spec: Path,
     experiment: str,
     overrides: list[str] | None = None,
     cache_dir: Path | None = None,
     splits: tuple[str, ...] = ("train", "dev", "test"),
-) -> Joint:
+) -> MultiTaskSession:
     """Every task of an experiment with its data, compiled together. Tasks reading the same
     input block share its pipeline (read and tokenised once)."""
     program = load_program(spec)
@@ -152,7 +152,7 @@ def open_joint(
         others = frozenset(n for n, users in owners.items() if t not in users)
         sessions[t] = Session(program, resolved, t, by_task[t], compiled, others)
     check_shared_tokenizers(resolved, multi, by_task)
-    return Joint(program, resolved, sessions, multi)
+    return MultiTaskSession(program, resolved, sessions, multi)
 
 
 def open_sessions(
@@ -166,7 +166,7 @@ def open_sessions(
     experiment (compiled together when there are several)."""
     if task is not None or not several_tasks(resolve(load_program(spec), experiment, overrides)):
         return [open_session(spec, experiment, overrides, cache_dir=cache_dir, task=task)]
-    return list(open_joint(spec, experiment, overrides, cache_dir).sessions.values())
+    return list(open_multitask(spec, experiment, overrides, cache_dir).sessions.values())
 
 
 def open_training(
@@ -174,10 +174,10 @@ def open_training(
     experiment: str,
     overrides: list[str] | None = None,
     cache_dir: Path | None = None,
-) -> Session | Joint:
+) -> Session | MultiTaskSession:
     """What `seqc train` trains: the one task's session, or every task's together."""
     if several_tasks(resolve(load_program(spec), experiment, overrides)):
-        return open_joint(spec, experiment, overrides, cache_dir)
+        return open_multitask(spec, experiment, overrides, cache_dir)
     return open_session(spec, experiment, overrides, cache_dir=cache_dir)
 
 
@@ -250,14 +250,14 @@ def compile_experiment(
     resolved = resolve(program, experiment, overrides)
     name = _which_task(resolved, task)
     if several_tasks(resolved):
-        return resolved, compile_joint(spec, experiment, overrides, cache_dir)[1].tasks[name]
+        return resolved, compile_multitask(spec, experiment, overrides, cache_dir)[1].tasks[name]
     if data_symbols(resolved, name):
         session = open_session(spec, experiment, overrides, cache_dir=cache_dir)
         return session.resolved, session.compiled
     return resolved, compile_task(program, resolved, name)
 
 
-def compile_joint(
+def compile_multitask(
     spec: Path,
     experiment: str,
     overrides: list[str] | None = None,
@@ -268,7 +268,7 @@ def compile_joint(
     program = load_program(spec)
     resolved = resolve(program, experiment, overrides)
     if any(data_symbols(resolved, t) for t in resolved.tasks):
-        joint = open_joint(spec, experiment, overrides, cache_dir)
+        joint = open_multitask(spec, experiment, overrides, cache_dir)
         return joint.resolved, joint.multi
     return resolved, compile_tasks(program, resolved)
 

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from seqc.backends.api import JointModel, Model
+from seqc.backends.api import Model, MultiTaskModel
 from seqc.run.candidates import Candidates, candidates_for
 from seqc.run.mix import Mix
-from seqc.run.session import Joint, Session
+from seqc.run.session import MultiTaskSession, Session
 
 Warn = Callable[[str], None]
 
@@ -64,11 +64,13 @@ class TaskSteps:
         return state, {task: metrics}
 
 
-class JointSteps:
+class MultiTaskSteps:
     """The steps of a multi-task run: each step's tasks from the mix, each task's batch from its
     own pipeline, each task's learning rate scaled by its `lr_scale`."""
 
-    def __init__(self, joint: Joint, model: JointModel, mix: Mix, seed: int, warn: Warn) -> None:
+    def __init__(
+        self, joint: MultiTaskSession, model: MultiTaskModel, mix: Mix, seed: int, warn: Warn
+    ) -> None:
         self.joint, self.model, self.mix = joint, model, mix
         self.candidates: dict[str, Candidates | None] = {
             t: candidates_for(s.compiled, s.pipeline, seed, warn=warn)

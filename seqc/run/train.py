@@ -38,9 +38,9 @@ from seqc.run.rundir import identity
 from seqc.run.rundir.directory import RunDir
 from seqc.run.schedule import Schedule, learning_rate
 from seqc.run.scoring.evaluate import evaluate, headline
-from seqc.run.session import Joint, Session
-from seqc.run.stepper import JointSteps, TaskSteps
-from seqc.run.train_checks import check_joint, check_lazy_rows, check_resumable, check_strategy
+from seqc.run.session import MultiTaskSession, Session
+from seqc.run.stepper import MultiTaskSteps, TaskSteps
+from seqc.run.train_checks import check_lazy_rows, check_multitask, check_resumable, check_strategy
 from seqc.run.warm_start import WarmStart, warm_start
 from seqc.spec.errors import CheckError, DeviceError, FileError, SeqcError
 
@@ -75,7 +75,7 @@ class TrainResult:
 
 
 def train(
-    session: Session | Joint,
+    session: Session | MultiTaskSession,
     run_dir: Path,
     *,
     resume: bool = False,
@@ -90,9 +90,9 @@ def train(
 ) -> TrainResult:
     """Train `session`'s task on `backend` ("jax" or "tf"): the same loop, data order, logs,
     run directory and checkpoints schedule on every backend. A placement the spec asks for
-    (`distribution.placement`) is planned and, on a backend that places ops, run. A `Joint`
-    session trains the tasks of a multi-task experiment together, in their mix. What the run
-    does is said through `reporter` (default: plain lines on stderr)."""
+    (`distribution.placement`) is planned and, on a backend that places ops, run. A
+    `MultiTaskSession` trains the tasks of a multi-task experiment together, in their mix. What
+    the run does is said through `reporter` (default: plain lines on stderr)."""
     reporter = reporter or PlainReporter()
     cluster = cluster or Cluster()
     engine = registry.backend(backend)
@@ -106,14 +106,14 @@ def train(
     check_strategy(session.resolved, engine, cluster)
     seed = cfg.seed
     warn = reporter.warn
-    steps: TaskSteps | JointSteps
-    if isinstance(session, Joint):
+    steps: TaskSteps | MultiTaskSteps
+    if isinstance(session, MultiTaskSession):
         mix = Mix.of(session.resolved)
-        check_joint(session, cluster)
+        check_multitask(session, cluster)
         placement, sharding = None, None
-        joint = engine.joint_model(session.multi, cfg, mix.weights, **(model_options or {}))
+        joint = engine.multitask_model(session.multi, cfg, mix.weights, **(model_options or {}))
         reporter.info(mix.describe())
-        steps = JointSteps(session, joint, mix, seed, warn)
+        steps = MultiTaskSteps(session, joint, mix, seed, warn)
         model: Any = joint
     else:
         check_lazy_rows(session, cluster, reporter)
@@ -170,8 +170,8 @@ class _Loop:
 
     def __init__(
         self,
-        session: Session | Joint,
-        steps: TaskSteps | JointSteps,
+        session: Session | MultiTaskSession,
+        steps: TaskSteps | MultiTaskSteps,
         run: RunDir,
         model: Any,
         checkpoints: CheckpointStore,
@@ -266,7 +266,7 @@ class _Loop:
                 "strategy": self.model.strategy,
             },
         }
-        if isinstance(self.steps, JointSteps):
+        if isinstance(self.steps, MultiTaskSteps):
             mix = self.steps.mix
             info["task"] = None
             info["tasks"] = {
@@ -391,7 +391,7 @@ class _Loop:
         return " ".join(f"{t} {latest[t]:.3f}" for t in self.steps.units if t in latest)
 
     def _scale(self, task: str) -> float:
-        return self.steps.mix.lr_scale[task] if isinstance(self.steps, JointSteps) else 1.0
+        return self.steps.mix.lr_scale[task] if isinstance(self.steps, MultiTaskSteps) else 1.0
 
     def _not_finite(self, step: int, loss: float, task: str) -> LossNotFinite:
         last = self.checkpoints.latest()
@@ -480,9 +480,9 @@ class _Loop:
         return out
 
 
-def _params(session: Session | Joint) -> dict[str, Any]:
+def _params(session: Session | MultiTaskSession) -> dict[str, Any]:
     """The model's params by name (every task's, a shared one once)."""
-    if isinstance(session, Joint):
+    if isinstance(session, MultiTaskSession):
         return session.multi.params
     return dict(session.graph.params)
 
@@ -526,7 +526,7 @@ def _translation_scores(unit: Any, params: Any, examples: int) -> dict[str, floa
     if not {m.kind for m in session.task_config["metrics"]} & {"bleu", "chrf"}:
         return {}
     from seqc.run.decoding.decoders import decoder_for
-    from seqc.run.decoding.generators import fallback_strategy
+    from seqc.run.decoding.text_decoder import fallback_strategy
     from seqc.run.scoring.translate import score_translations
 
     tok = session.pipeline.target_tokenizer

@@ -15,12 +15,13 @@ from seqc.backends import registry
 from seqc.backends.api import Backend, Cluster
 from seqc.backends.weights import read_weights
 from seqc.compiler.config import Adam
+from seqc.compiler.lazy_rows import lazy_tables
 from seqc.compiler.run_checks import check_lazy_rows as check_lazy_spec
-from seqc.compiler.run_checks import check_multitask, check_run
-from seqc.compiler.sparse_rows import lazy_tables
+from seqc.compiler.run_checks import check_multitask as check_multitask_spec
+from seqc.compiler.run_checks import check_run
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.report import Reporter
-from seqc.run.session import Joint, Session
+from seqc.run.session import MultiTaskSession, Session
 from seqc.spec.errors import CheckError, UsageError
 
 
@@ -58,15 +59,15 @@ def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Clust
     check_run(resolved, several=cluster.several)
 
 
-def check_joint(joint: Joint, cluster: Cluster) -> None:
+def check_multitask(joint: MultiTaskSession, cluster: Cluster) -> None:
     """A multi-task model trains on one device of one process (each task's steps over the
     shared params); what it does not do yet is refused at the line that asks for it."""
-    check_multitask(joint.resolved, several=cluster.several)
+    check_multitask_spec(joint.resolved, several=cluster.several)
 
 
 def check_lazy_rows(session: Session, cluster: Cluster, reporter: Reporter) -> None:
     """`adam(lazy_rows = true)` runs on one device of one process, one step per update; say
-    which params it updates by rows (`seqc.compiler.sparse_rows`)."""
+    which params it updates by rows (`seqc.compiler.lazy_rows`)."""
     resolved, cfg, compiled = session.resolved, session.train_config, session.compiled
     if not (isinstance(cfg.optimizer, Adam) and cfg.optimizer.lazy_rows):
         return

@@ -20,8 +20,8 @@ import numpy as np
 from seqc.backends.api import (
     CheckpointStore,
     Cluster,
-    JointModel,
     Model,
+    MultiTaskModel,
     Placement,
     StepFunctions,
     Weights,
@@ -70,17 +70,17 @@ class JaxBackend:
             check_devices(sharding, jax.device_count(), where)
         return JaxModel(task, train, sharding)
 
-    def joint_model(
+    def multitask_model(
         self,
         multi: MultiTask,
         train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
-    ) -> JointModel:
-        from seqc.backends.jax.multitask import JaxJointModel
+    ) -> MultiTaskModel:
+        from seqc.backends.jax.multitask import JaxMultiTaskModel
 
-        return JaxJointModel(multi, train, weights)
+        return JaxMultiTaskModel(multi, train, weights)
 
     def start(self, cluster: Cluster) -> None:
         """`jax.distributed.initialize` for a run of several processes: with the launcher's or

@@ -1,4 +1,4 @@
-"""The tasks of a multi-task experiment on JAX over one set of params (`api.JointModel`).
+"""The tasks of a multi-task experiment on JAX over one set of params (`api.MultiTaskModel`).
 
 Each task keeps its own `JaxModel` (its jitted steps over the params it reads). Stepping one task
 (`mix_by = "sample"` or `"round_robin"`), the joint state lends that task's model a state made of
@@ -25,7 +25,7 @@ from seqc.compiler.init import init_params
 from seqc.compiler.multitask import MultiTask
 
 
-class JaxJointModel:
+class JaxMultiTaskModel:
     backend = "jax"
     strategy = "single"
 

@@ -29,9 +29,9 @@ from seqc.compiler.compile import CompiledTask
 from seqc.compiler.config import Adam, TrainConfig
 from seqc.compiler.graph import Graph
 from seqc.compiler.init import init_params
+from seqc.compiler.lazy_rows import lazy_tables
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.sharding import ShardingPlan
-from seqc.compiler.sparse_rows import lazy_tables
 from seqc.spec.errors import CheckError
 
 

@@ -4,6 +4,6 @@
   gates it (the ONNX checker and strict shape inference, failures named by seqc layer path);
 - `ops` is the per-primitive table, the mirror of `backends/jax/ops.py` and `backends/tf/ops.py`,
   over `context.Ctx` (the graph under construction); `errors.OnnxExportError` is what all raise;
-- `runtime.Session` runs a model in onnxruntime, `runtime.reference_run` in `onnx.reference`;
+- `runtime.OnnxRunner` runs a model in onnxruntime, `runtime.reference_run` in `onnx.reference`;
 - `quantize.quantize_dynamic` / `quantize_static` write int8 models.
 """

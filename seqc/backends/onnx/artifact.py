@@ -23,7 +23,7 @@ import onnx
 
 from seqc.backends.api import ExportJob
 from seqc.backends.onnx.emit import check, to_onnx
-from seqc.backends.onnx.runtime import Session, load_session, reference_run
+from seqc.backends.onnx.runtime import OnnxRunner, load_runner, reference_run
 from seqc.compiler.step_signature import StepSignature
 
 
@@ -33,8 +33,8 @@ class OnnxSteps:
 
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         enc = folder / "encoder.onnx"
-        self.encoder = load_session(enc) if enc.exists() or sig.encoder_only else None
-        self.stepper = None if sig.encoder_only else load_session(folder / "step.onnx")
+        self.encoder = load_runner(enc) if enc.exists() or sig.encoder_only else None
+        self.stepper = None if sig.encoder_only else load_runner(folder / "step.onnx")
         self.encoder_outputs = list(sig.encoder_outputs)
         self.caches = list(sig.caches)
 
@@ -84,7 +84,7 @@ class OnnxFormat:
         # evaluator has no int8 kernels at this opset); the encoder of a one-pass model.
         name = "encoder" if program.step is None else "step"
         feeds = min(job.calibration(name), key=lambda f: sum(np.size(v) for v in f.values()))
-        got = Session(work / f"{name}.onnx").run(feeds)
+        got = OnnxRunner(work / f"{name}.onnx").run(feeds)
         want = reference_run(onnx.load(str(work / f"{name}.onnx")), feeds)
         err = max(
             float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))

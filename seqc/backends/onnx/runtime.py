@@ -12,7 +12,7 @@ caller gets a message naming the input instead of an ORT type error.
 Loading an ONNX file runs no code from it: sessions use onnxruntime's built-in CPU kernels only
 (no custom-op library is registered, no execution provider but the CPU one), nothing here
 unpickles, and an artifact's models carry their weights inside (no external data files). A
-model that needs anything else fails to load, as a `FileError` (`load_session`).
+model that needs anything else fails to load, as a `FileError` (`load_runner`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from seqc.spec.errors import unloadable_model
 ModelLike = onnx.ModelProto | bytes | str | os.PathLike
 
 
-class Session:
+class OnnxRunner:
     """An onnxruntime CPU session over a model given as a proto, serialized bytes or a path."""
 
     def __init__(self, model: ModelLike, *, threads: int | None = None) -> None:
@@ -71,11 +71,11 @@ _LOAD_ERRORS = (
 )
 
 
-def load_session(path: Path) -> Session:
+def load_runner(path: Path) -> OnnxRunner:
     """A session over an artifact's model file; a file onnxruntime cannot load (truncated, not
     ONNX, an op it lacks) is a `FileError` naming it, not an onnxruntime traceback."""
     try:
-        return Session(path)
+        return OnnxRunner(path)
     except _LOAD_ERRORS as e:
         raise unloadable_model(path, "onnxruntime", e) from None
 

@@ -17,8 +17,8 @@ import numpy as np
 from seqc.backends.api import (
     CheckpointStore,
     Cluster,
-    JointModel,
     Model,
+    MultiTaskModel,
     Placement,
     StepFunctions,
     Weights,
@@ -48,17 +48,17 @@ class TfBackend:
         self._collectives: Any = None
         self._cluster = Cluster()
 
-    def joint_model(
+    def multitask_model(
         self,
         multi: MultiTask,
         train: TrainConfig,
         weights: Mapping[str, float],
         *,
         jit_compile: bool = False,
-    ) -> JointModel:
-        from seqc.backends.tf.multitask import TfJointModel
+    ) -> MultiTaskModel:
+        from seqc.backends.tf.multitask import TfMultiTaskModel
 
-        return TfJointModel(multi, train, weights, train.seed, jit_compile=jit_compile)
+        return TfMultiTaskModel(multi, train, weights, train.seed, jit_compile=jit_compile)
 
     def model(
         self,

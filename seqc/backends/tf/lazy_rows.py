@@ -1,7 +1,7 @@
 """The gathered rows of row-sparse tables as TensorFlow computes them (`adam(lazy_rows = true)`).
 
 The mirror of `seqc.backends.jax.lazy_rows`, read that first: each gather of a row-sparse
-table (`seqc.compiler.sparse_rows`) returns `gather(W, ids) + δ`, δ a zero tensor the tape
+table (`seqc.compiler.lazy_rows`) returns `gather(W, ids) + δ`, δ a zero tensor the tape
 watches, so dL/dδ holds the gathered rows' gradients and no dense V x d gradient is built; the
 ids of a table's gathers are made unique and each unique row's gradient is the sum of its
 occurrences'. `seqc.backends.tf.optim.Optimizer.apply` then updates those rows in place
@@ -18,7 +18,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from seqc.compiler.sparse_rows import RowSparse
+from seqc.compiler.lazy_rows import LazyRows
 
 
 @dataclass
@@ -40,7 +40,7 @@ class LazyTable:
     gathers: Gathers
 
     def gather(self, ids: tf.Tensor, axis: int) -> tf.Tensor:
-        assert axis == self.axis, "sparse_rows checked every gather's axis"
+        assert axis == self.axis, "lazy_rows checked every gather's axis"
         rows = tf.gather(tf.stop_gradient(self.value), ids, axis=axis)
         delta = tf.zeros_like(rows)
         self.gathers.tape.watch(delta)
@@ -61,7 +61,7 @@ def front(x: tf.Tensor, axis: int, ids_rank: int) -> tf.Tensor:
     return tf.reshape(moved, tf.concat([[-1], tf.shape(moved)[ids_rank:]], 0))
 
 
-def tables(params: Mapping[str, tf.Variable], lazy: Mapping[str, RowSparse], tape: Any) -> tuple:
+def tables(params: Mapping[str, tf.Variable], lazy: Mapping[str, LazyRows], tape: Any) -> tuple:
     """The params the graphs read, row-sparse ones wrapped, and the record their gathers fill."""
     gathers = Gathers(tape)
     wrapped = {
@@ -71,7 +71,7 @@ def tables(params: Mapping[str, tf.Variable], lazy: Mapping[str, RowSparse], tap
     return wrapped, gathers
 
 
-def rows(gathers: Gathers, grads: list[tf.Tensor | None], lazy: Mapping[str, RowSparse]) -> Rows:
+def rows(gathers: Gathers, grads: list[tf.Tensor | None], lazy: Mapping[str, LazyRows]) -> Rows:
     """Each table's unique gathered rows and their summed gradients, from the gradients of
     the record's δs (in the record's order)."""
     found: Rows = {}

@@ -1,4 +1,5 @@
-"""The tasks of a multi-task experiment on TensorFlow over one set of variables (`api.JointModel`).
+"""The tasks of a multi-task experiment on TensorFlow over one set of variables
+(`api.MultiTaskModel`).
 
 The mirror of `seqc.backends.jax.multitask`: one `tf.Variable` per param of the whole model, and
 a `TfModel` per task built over those variables (`variables=`), so a shared layer is one variable
@@ -23,7 +24,7 @@ from seqc.compiler.init import init_params
 from seqc.compiler.multitask import MultiTask
 
 
-class TfJointModel:
+class TfMultiTaskModel:
     backend = "tf"
     strategy = "single"
 
@@ -92,7 +93,7 @@ class TfJointModel:
         self, state: dict[str, Any], batches: Mapping[str, Any], lr: Mapping[str, float]
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         if state["params"] is not self.params:
-            raise ValueError("a TfJointModel steps only its own variables (pass model.state)")
+            raise ValueError("a TfMultiTaskModel steps only its own variables (pass model.state)")
         if self.sum:
             arrays = {t: TfModel._arrays(b) for t, b in batches.items()}
             rate = tf.constant(lr[next(iter(lr))], tf.float32)

@@ -25,8 +25,8 @@ from seqc.compiler.compile import CompiledTask
 from seqc.compiler.config import TrainConfig
 from seqc.compiler.graph import Graph, Param
 from seqc.compiler.init import init_params
+from seqc.compiler.lazy_rows import lazy_tables
 from seqc.compiler.lower.criterion import named
-from seqc.compiler.sparse_rows import lazy_tables
 
 
 def new_variables(params: Mapping[str, Param]) -> dict[str, tf.Variable]:

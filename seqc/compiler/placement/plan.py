@@ -3,7 +3,7 @@
 `seqc place` prints it; `seqc train` runs it (on backends that place ops). Both call `place`
 here, so the plan a user inspects is the plan that trains. A plan maps each op of the forward
 graph to a device index; backends turn indices into their own devices. A multi-task model is
-placed whole (`place_joint`): one step of every task, over the union of their graphs.
+placed whole (`place_multitask`): one step of every task, over the union of their graphs.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def place(
     )
 
 
-def place_joint(
+def place_multitask(
     multi: MultiTask,
     resolved: ResolvedExperiment,
     algorithm: str | None = None,

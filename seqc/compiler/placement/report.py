@@ -114,7 +114,7 @@ def summary(problem: Problem, plan: Plan) -> str:
 
 
 def tasks_summary(problem: Problem, plan: Plan, multi: MultiTask) -> str:
-    """For the plan of a multi-task model (`place_joint`): each task's graph ops per device
+    """For the plan of a multi-task model (`place_multitask`): each task's graph ops per device
     (leaves included), each share's params and the devices that hold them (once, at their first
     reader), and the model's params against what the tasks alone would hold."""
     segments = getattr(problem, "segments", [])

@@ -21,7 +21,7 @@ from typing import Any
 from seqc.compiler.graph import Graph
 from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.values import to_json
-from seqc.run.session import Joint, Session
+from seqc.run.session import MultiTaskSession, Session
 from seqc.spec.errors import UsageError
 
 KEY = "identity"
@@ -31,9 +31,11 @@ SHOWN = 5
 """Differences named in an error; the rest are counted."""
 
 
-def record(session: Session | Joint) -> dict[str, Any]:
+def record(session: Session | MultiTaskSession) -> dict[str, Any]:
     """The run's record of each task's model and data (see the module doc)."""
-    sessions = session.sessions if isinstance(session, Joint) else {session.task: session}
+    sessions = (
+        session.sessions if isinstance(session, MultiTaskSession) else {session.task: session}
+    )
     return {"tasks": {task: _task_record(one) for task, one in sessions.items()}}
 
 
@@ -123,7 +125,7 @@ def stored(run: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def check_resume(run: Path, session: Session | Joint) -> None:
+def check_resume(run: Path, session: Session | MultiTaskSession) -> None:
     """Refuse a resume whose model or data is not the run's, naming the first differences."""
     then = stored(run)
     if then is None:

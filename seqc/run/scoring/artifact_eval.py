@@ -28,7 +28,7 @@ def eval_artifact(
     """Translate `split` (its first `limit` examples; 0: all) with the artifact at `path`,
     report BLEU and chrF with sacreBLEU's signatures, and write the translations; the folder."""
     from seqc.resolve.values import to_json
-    from seqc.run.decoding.generators import fallback_strategy, from_artifact
+    from seqc.run.decoding.text_decoder import fallback_strategy, from_artifact
     from seqc.run.export.artifact import check_against, load_artifact
     from seqc.run.rundir.lock import unwritable
     from seqc.run.scoring.translate import eval_folder, score_translations, write_translations

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Generator:
+class TextDecoder:
     """A decoder with what turns text into its ids and back, from a session or an artifact;
     a speech model's `transcriber` turns audio into text (its `decoder` is None for CTC)."""
 
@@ -50,7 +50,7 @@ def fallback_strategy() -> CallValue:
     return default_strategy(max_length=FALLBACK_MAX_LENGTH)
 
 
-def from_session(session: Session, model: Model, params: Any) -> Generator:
+def from_session(session: Session, model: Model, params: Any) -> TextDecoder:
     from seqc.run.decoding.decoders import decoder_for
 
     pipeline = session.pipeline
@@ -77,14 +77,14 @@ def from_session(session: Session, model: Model, params: Any) -> Generator:
                 ttok, strategy, decoder=dec, sample_rate=rate, min_samples=shortest
             )
         audio = (Path(first.audio.path), first.target or "") if first.audio else None
-        return Generator(None, tok, ttok, "asr", strategy, None, listen, audio)
+        return TextDecoder(None, tok, ttok, "asr", strategy, None, listen, audio)
     dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
     default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
     strategy = session.task_config.get("decode") or fallback_strategy()
-    return Generator(dec, tok, ttok, pipeline.task, strategy, default)
+    return TextDecoder(dec, tok, ttok, pipeline.task, strategy, default)
 
 
-def from_artifact(artifact: Artifact) -> Generator:
+def from_artifact(artifact: Artifact) -> TextDecoder:
     from seqc.resolve.values import CallValue
     from seqc.run.decoding.steps import StepDecoder
     from seqc.run.export.artifact import step_functions
@@ -105,10 +105,10 @@ def from_artifact(artifact: Artifact) -> Generator:
     strategy = (
         CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else fallback_strategy()
     )
-    return Generator(dec, tok, ttok, m["task_kind"], strategy)
+    return TextDecoder(dec, tok, ttok, m["task_kind"], strategy)
 
 
-def artifact_transcriber(artifact: Artifact, tok: Any) -> Generator:
+def artifact_transcriber(artifact: Artifact, tok: Any) -> TextDecoder:
     """A speech artifact's transcriber: CTC frame logits in one pass, or an attention decoder
     stepping over its encoder's output; wav files at the sample rate the manifest records."""
     from seqc.resolve.values import CallValue
@@ -137,10 +137,10 @@ def artifact_transcriber(artifact: Artifact, tok: Any) -> Generator:
         special = m["special"]
         dec = StepDecoder(fns, sig, special["bos"], special["eos"], special["pad"])
         listen = Transcriber(tok, strategy, decoder=dec, sample_rate=rate, min_samples=shortest)
-    return Generator(None, tok, tok, "asr", strategy, None, listen)
+    return TextDecoder(None, tok, tok, "asr", strategy, None, listen)
 
 
-def sample_text(g: Generator, prompt: str | None = None) -> str:
+def sample_text(g: TextDecoder, prompt: str | None = None) -> str:
     tok = g.tokenizer
     if g.task == "asr":  # a speech model hears the first dev utterance
         if g.transcriber is None or g.default_audio is None:
@@ -164,12 +164,12 @@ def sample_text(g: Generator, prompt: str | None = None) -> str:
     return f"{prompt} -> {_translate(g, prompt)}"
 
 
-def _translate(g: Generator, source: str) -> str:
+def _translate(g: TextDecoder, source: str) -> str:
     src = [*g.tokenizer.encode(source), g.tokenizer.eos_id]
     return str(g.target_tokenizer.decode(g.decoder.generate(g.strategy, [], src)))
 
 
-def hypothesis(g: Generator, line: str) -> str:
+def hypothesis(g: TextDecoder, line: str) -> str:
     """The output for one input line as one line of text and nothing else, for a file that
     lines up with its input (`seqc decode > out.txt`, scored by sacreBLEU): a translation, empty
     for an empty source; a language model's prompt completed to the end of its line (its EOS).
@@ -189,7 +189,7 @@ STREAM_CHUNK = 64
 sources of like length, few enough that a pipe's reader sees output early."""
 
 
-def hypotheses(g: Generator, lines: list[str]) -> Iterator[str]:
+def hypotheses(g: TextDecoder, lines: list[str]) -> Iterator[str]:
     """`hypothesis` of each line, in order: a translator's decoder that decodes several sources
     at once (`generate_many`) gets the lines `STREAM_CHUNK` at a time, each chunk's output
     yielded before the next is decoded."""
@@ -210,7 +210,7 @@ def hypotheses(g: Generator, lines: list[str]) -> Iterator[str]:
         yield from out
 
 
-def transcribe_file(gen: Generator, path: WavSource | None, *, text: bool = False) -> str:
+def transcribe_file(gen: TextDecoder, path: WavSource | None, *, text: bool = False) -> str:
     """The transcript of the wav `path` (a file, or bytes read from standard input); errors for
     a text model given a wav, or a speech model given none, or given text (`text`) (a wrong
     rate, stereo or missing file is the audio reader's `DataError`)."""

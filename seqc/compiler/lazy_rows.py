@@ -22,7 +22,7 @@ from seqc.compiler.graph import Graph
 
 
 @dataclass(frozen=True)
-class RowSparse:
+class LazyRows:
     """A param whose gradient lives on the rows (along `axis`) that the step's gathers read."""
 
     name: str
@@ -55,21 +55,21 @@ def _params_read(graph: Graph) -> set[str]:
     return names
 
 
-def row_sparse(graphs: Iterable[Graph]) -> dict[str, RowSparse]:
+def row_sparse(graphs: Iterable[Graph]) -> dict[str, LazyRows]:
     """The params of these graphs (run by one training step) that only gathers read."""
     uses: dict[str, list[tuple[str, int]]] = {}
     for graph in graphs:
         for name, reads in _reads(graph).items():
             uses.setdefault(name, []).extend(reads)
-    found: dict[str, RowSparse] = {}
+    found: dict[str, LazyRows] = {}
     for name, reads in uses.items():
         axes = {axis for kind, axis in reads if kind == "gather"}
         if reads and all(kind == "gather" for kind, _ in reads) and len(axes) == 1:
-            found[name] = RowSparse(name, axes.pop(), len(reads))
+            found[name] = LazyRows(name, axes.pop(), len(reads))
     return found
 
 
-def lazy_tables(graphs: Iterable[Graph], optimizer: OptimizerConfig) -> dict[str, RowSparse]:
+def lazy_tables(graphs: Iterable[Graph], optimizer: OptimizerConfig) -> dict[str, LazyRows]:
     """The params a training step updates by rows: the row-sparse ones when the optimizer is
     `adam(lazy_rows = true)`, else none."""
     if not (isinstance(optimizer, Adam) and optimizer.lazy_rows):
