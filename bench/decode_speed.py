@@ -46,7 +46,7 @@ def measure(
     special = (tok.bos_id, tok.eos_id, tok.pad_id)
     before = backend_decoder(model, params, *special) or Decoder(model, params, *special)
     decoders = {"step": decoder_for(model, params, *special), "forward": before}
-    strategy = session.task_config["decode"]
+    strategy = session.compiled.decode
     for dec in decoders.values():
         [dec.generate(strategy, [], s) for s in ids]
     seconds = {name: 0.0 for name in decoders}

@@ -110,7 +110,7 @@ def decode_speeds(weights_at: Path, artifact: Path, sentences: int) -> dict[str,
         "model": decoder_for(model, params, tok.bos_id, tok.eos_id, tok.pad_id),
         "artifact": from_artifact(load_artifact(artifact)).decoder,
     }
-    strategy = session.task_config["decode"]
+    strategy = session.compiled.decode
     bound = max(b.bound for b in session.pipeline.buckets)
     examples = session.pipeline.splits["test"].examples[:sentences]
     ids = [source_ids(session.pipeline.tokenizer, ex.source or "", bound) for ex in examples]

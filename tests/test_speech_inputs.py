@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from test_data_audio import tone, utterances
 
+from seqc.compiler.config import Greedy
 from seqc.compiler.min_length import dim_value, min_audio_samples, shortest
 from seqc.data.audio import load_wav, write_wav
 from seqc.data.errors import DataError
-from seqc.resolve.values import CallValue
 from seqc.run.patience import score_of
 from seqc.run.scoring.evaluate import headline, summarize
 from seqc.run.scoring.transcribe import Transcriber
@@ -124,7 +124,7 @@ class _Words:
 
 
 def test_decode_refuses_a_clip_shorter_than_the_model_hears(tmp_path: Path) -> None:
-    greedy = CallValue(kind="greedy", namespace="decode", args={})
+    greedy = Greedy(max_length=32)
     runtime = _Runtime()
     listen = Transcriber(_Words(), greedy, logits=runtime, min_samples=SHORTEST)
     for n in (0, 400, 1000, SHORTEST - 1):

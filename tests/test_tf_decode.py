@@ -136,12 +136,13 @@ class Setup:
     sources: list[list[int] | None]
 
 
-def strategy(kind: str, **args: Any) -> CallValue:
-    """A decode call with the catalogue's defaults filled in, as resolve gives it."""
+def strategy(kind: str, **args: Any) -> DecodeConfig:
+    """A decode call with the catalogue's defaults filled in, as resolve gives it, typed as
+    `compile_task` gives it to every decoder."""
     spec = REGISTRY.get("decode", kind)
     assert spec is not None, kind
     full = {p.name: p.default for p in spec.params if not p.required} | args
-    return CallValue(kind=kind, namespace="decode", args=full)
+    return DecodeConfig.of(CallValue(kind=kind, namespace="decode", args=full))
 
 
 def successor(x: int) -> int:
@@ -245,7 +246,7 @@ def test_greedy_matches_reference(setup: Setup, decoders: tuple[Decoder, TfDecod
     lengths = []
     for prompt, src in cases(setup):
         want = ref.generate(greedy, prompt, src)
-        assert dec.generate(DecodeConfig.of(greedy), prompt, src) == want, (prompt, src)
+        assert dec.generate(greedy, prompt, src) == want, (prompt, src)
         lengths.append(len(want))
     assert min(lengths) < 12, "no output ended at EOS: the stop is untested"
 
@@ -256,7 +257,7 @@ def test_lm_runs_past_eos_without_stop_at_eos(lm: Setup) -> None:
     ref = Decoder(m, m.params, BOS, EOS, PAD)
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=20)
-    outs = [dec.generate(DecodeConfig.of(greedy), p, stop_at_eos=False) for p in lm.prompts]
+    outs = [dec.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
     assert outs == [ref.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
     assert all(len(o) == 20 for o in outs)
     assert any(EOS in o for o in outs)
@@ -275,7 +276,7 @@ def test_beam_matches_reference(
         beam = strategy("beam", width=width, length_penalty=alpha, max_length=12)
         for prompt, src in cases(setup):
             want = ref.generate(beam, prompt, src)
-            assert dec.generate(DecodeConfig.of(beam), prompt, src) == want, (alpha, prompt, src)
+            assert dec.generate(beam, prompt, src) == want, (alpha, prompt, src)
             ended += len(want) < 12
             differs += want != ref.generate(greedy, prompt, src)
     assert ended and differs, (ended, differs)
@@ -289,12 +290,12 @@ def test_sampling_is_reproducible_per_seed(lm: Setup) -> None:
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     sample = strategy("sample", temperature=1.5, max_length=12)
     prompt = lm.prompts[1]
-    first = [dec.generate(DecodeConfig.of(sample), prompt, seed=s) for s in range(1, 6)]
-    assert first == [dec.generate(DecodeConfig.of(sample), prompt, seed=s) for s in range(1, 6)]
+    first = [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
+    assert first == [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
     assert len({tuple(o) for o in first}) > 1, "every seed drew the same tokens"
     # With no seed argument the strategy's own seed is used.
     seeded = strategy("sample", temperature=1.5, max_length=12, seed=3)
-    assert dec.generate(DecodeConfig.of(seeded), prompt) == first[2]
+    assert dec.generate(seeded, prompt) == first[2]
 
 
 @pytest.mark.parametrize(
@@ -306,7 +307,7 @@ def test_sampling_without_choice_is_greedy(
     """A temperature near zero, top-k of 1 or a nucleus of one token leave one candidate."""
     ref, dec = decoders
     greedy = strategy("greedy", max_length=12)
-    sample = DecodeConfig.of(strategy("sample", max_length=12, **({"temperature": 2.0} | args)))
+    sample = strategy("sample", max_length=12, **({"temperature": 2.0} | args))
     for prompt, src in cases(setup):
         assert dec.generate(sample, prompt, src, seed=7) == ref.generate(greedy, prompt, src)
 
@@ -328,7 +329,7 @@ def test_sampled_tokens_lie_in_the_kept_set(lm: Setup, args: dict[str, float]) -
     sample = strategy("sample", max_length=10, temperature=temperature, **args)
     for seed in range(4):
         prefix = [BOS, *lm.prompts[2]]
-        for tok in dec.generate(DecodeConfig.of(sample), lm.prompts[2], seed=seed):
+        for tok in dec.generate(sample, lm.prompts[2], seed=seed):
             logp = next_logp(m, prefix) / temperature
             order = np.argsort(-logp)
             if "top_k" in args:
@@ -352,24 +353,24 @@ def test_one_trace_per_kind_length_and_width(lm: Setup, mt: Setup) -> None:
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     greedy = strategy("greedy", max_length=12)
     for prompt in ([], [5], [5, 6, 7]):  # buffers of 16
-        dec.generate(DecodeConfig.of(greedy), prompt)
+        dec.generate(greedy, prompt)
     assert dec.trace_count == 1
-    dec.generate(DecodeConfig.of(greedy), list(range(5, 15)))  # a buffer of 32
+    dec.generate(greedy, list(range(5, 15)))  # a buffer of 32
     assert dec.trace_count == 2
     for seed, temperature, top_k in ((1, 0.5, 0), (2, 1.0, 5), (3, 2.0, 0)):
         sample = strategy("sample", temperature=temperature, top_k=top_k, max_length=10)
-        dec.generate(DecodeConfig.of(sample), [7], seed=seed)
+        dec.generate(sample, [7], seed=seed)
     assert dec.trace_count == 3
     for alpha in (0.0, 0.6):
         for prompt in ([], [5, 6]):
             beam = strategy("beam", width=3, length_penalty=alpha, max_length=12)
-            dec.generate(DecodeConfig.of(beam), prompt)
+            dec.generate(beam, prompt)
     assert dec.trace_count == 4
 
     mm = mt.model
     dec = TfDecoder(mm, mm.params, BOS, EOS, PAD)
     for src in mt.sources:  # sources of 3 to 16 tokens
-        dec.generate(DecodeConfig.of(greedy), [], src)
+        dec.generate(greedy, [], src)
     assert dec.trace_count == 1
 
 
@@ -377,7 +378,7 @@ def test_errors_name_the_problem(mt: Setup) -> None:
     m = mt.model
     dec = TfDecoder(m, m.params, BOS, EOS, PAD)
     with pytest.raises(ValueError, match="needs `src`"):
-        dec.generate(DecodeConfig.of(strategy("greedy")), [])
+        dec.generate(strategy("greedy"), [])
     with pytest.raises(ValueError, match="expected one of greedy, sample, beam"):
         nucleus = CallValue(kind="nucleus", namespace="decode", args={"max_length": 4})
         dec.generate(DecodeConfig.of(nucleus), [], [5])

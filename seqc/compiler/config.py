@@ -60,6 +60,22 @@ class KindConfig:
             raise ValueError(f"{cls.namespace} `{call.kind}`: expected one of {', '.join(known)}")
         return _read(leaf, call.args)
 
+    @classmethod
+    def from_json(cls, value: Mapping[str, object]) -> Self:
+        """The typed form of a call as `to_json` (or `seqc.resolve.values.to_json`) wrote it:
+        an artifact's manifest, a run's `eval.json`."""
+        args = value["args"]
+        assert isinstance(args, Mapping), value
+        return cls.of(CallValue(kind=str(value["kind"]), namespace=cls.namespace, args=dict(args)))
+
+    def to_json(self) -> dict[str, object]:
+        """`{"kind": ..., "args": {...}}`, the form the resolved call has in JSON
+        (`seqc.resolve.values.to_json`), so files written from either read the same."""
+        return {
+            "kind": self.kind,
+            "args": {f.name: _json(getattr(self, f.name)) for f in dataclasses.fields(self)},
+        }
+
 
 T = TypeVar("T")
 
@@ -75,6 +91,16 @@ def _read(cls: type[T], values: Mapping[str, object]) -> T:
 @functools.cache
 def _hints(cls: type) -> dict[str, object]:
     return typing.get_type_hints(cls)
+
+
+def _json(value: object) -> object:
+    if isinstance(value, KindConfig):
+        return value.to_json()
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    return value
 
 
 def _convert(value: object, hint: object) -> object:

@@ -14,6 +14,7 @@ from typing import Any
 
 from seqc.backends import registry
 from seqc.backends.api import Weights
+from seqc.compiler.config import DecodeConfig
 from seqc.run.report import PlainReporter, Reporter
 from seqc.run.restore import restore
 from seqc.run.session import Session
@@ -47,7 +48,7 @@ def evaluate_checkpoint(
     if session.pipeline.task == "asr" and metrics & {"wer", "cer"}:
         from seqc.run.scoring.transcribe import score_model
 
-        strategy = session.task_config.get("decode")
+        strategy = session.compiled.decode
         w = score_model(model, params, session.pipeline, split, strategy, limit)
         for hyp, ref in w["samples"]:
             reporter.info(f"  hyp: {hyp}\n  ref: {ref}")
@@ -60,7 +61,7 @@ def evaluate_checkpoint(
         from seqc.run.decoding.defaults import default_strategy
         from seqc.run.scoring.translate import score_translations
 
-        strategy = session.task_config.get("decode") or default_strategy()
+        strategy = session.compiled.decode or default_strategy()
         tok = session.pipeline.target_tokenizer
         decoder = decoder_for(model, params, tok.bos_id, tok.eos_id, tok.pad_id)
         t = score_translations(decoder, session.pipeline, strategy, split, limit)
@@ -79,13 +80,12 @@ def write_eval(
     weights: Weights,
     split: str,
     limit: int,
-    strategy: Any,
+    strategy: DecodeConfig,
     scored: dict[str, Any],
 ) -> Path:
     """Write the translations and their scores to RUN/eval/STEP-SPLIT (-TASK in a multi-task
     run), where a reported figure can be checked and rescored; a later eval of the same
     checkpoint and split replaces the folder whole."""
-    from seqc.resolve.values import to_json
     from seqc.run.rundir.lock import unwritable
     from seqc.run.scoring.translate import eval_folder, write_translations
     from seqc.run.session import several_tasks
@@ -97,7 +97,7 @@ def write_eval(
         "split": split,
         "limit": limit,
         "checkpoint": {"step": weights.step, "path": str(weights.path), "backend": weights.backend},
-        "decode": to_json(strategy),
+        "decode": strategy.to_json(),
     }
     try:
         write_translations(folder, scored, facts)

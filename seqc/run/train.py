@@ -531,7 +531,7 @@ def _translation_scores(unit: Any, params: Any, examples: int) -> dict[str, floa
 
     tok = session.pipeline.target_tokenizer
     decoder = decoder_for(unit.model, params, tok.bos_id, tok.eos_id, tok.pad_id)
-    strategy = session.task_config.get("decode") or fallback_strategy()
+    strategy = session.compiled.decode or fallback_strategy()
     t0 = time.perf_counter()
     scores = score_translations(decoder, session.pipeline, strategy, "dev", examples)
     seconds = time.perf_counter() - t0
@@ -559,7 +559,7 @@ def _error_rates(unit: Any, params: Any) -> dict[str, float]:
 
     limit = 0 if unit.model.task.ctc else ATTENTION_DEV_UTTERANCES
     scores = score_model(
-        unit.model, params, session.pipeline, "dev", session.task_config.get("decode"), limit
+        unit.model, params, session.pipeline, "dev", session.compiled.decode, limit
     )
     return {"wer": scores["wer"], "cer": scores["cer"]}
 

@@ -7,14 +7,11 @@ it back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from seqc.backends.api import Generator, Model
-from seqc.compiler.config import DecodeConfig
-from seqc.resolve.values import CallValue
 from seqc.run.decoding.search import Decoder
 from seqc.run.decoding.steps import StepDecoder
 
@@ -33,30 +30,8 @@ def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Gene
 
 
 def backend_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator | None:
-    """The backend's own decoder (`Model.decoder`), taking the host decoders' strategies, or
-    None."""
-    own = model.decoder(params, bos, eos, pad)
-    return None if own is None else TypedStrategy(own)
-
-
-@dataclass
-class TypedStrategy:
-    """A backend's decoder behind the host decoders' `generate`: the backend reads its strategy
-    typed (`DecodeConfig`, as the backend contract gives it), while the host decoders here still
-    take the resolved call. The one place the two meet; it goes when they read `DecodeConfig`
-    too (issue 34: the run/ reorganisation adopts `CompiledTask.decode`)."""
-
-    inner: Generator
-
-    def generate(
-        self,
-        strategy: CallValue,
-        prompt: list[int],
-        src: list[int] | None = None,
-        seed: int = 0,
-        stop_at_eos: bool = True,
-    ) -> list[int]:
-        return self.inner.generate(DecodeConfig.of(strategy), prompt, src, seed, stop_at_eos)
+    """The backend's own decoder (`Model.decoder`), or None."""
+    return model.decoder(params, bos, eos, pad)
 
 
 _PROGRAMS: dict[int, tuple[Any, Any, Any]] = {}

@@ -9,16 +9,16 @@ name (`max_length=...` with a constant that documents why), and the catalogue fi
 
 from __future__ import annotations
 
+from seqc.compiler.config import DecodeConfig
 from seqc.data.calls import make_call
-from seqc.resolve.values import CallValue
 
 DEFAULT_KIND = "greedy"
 """What a task without `decode = ...` decodes with: the most likely token at each step."""
 
 
-def default_strategy(max_length: int | None = None) -> CallValue:
+def default_strategy(max_length: int | None = None) -> DecodeConfig:
     """`greedy(...)` with every param at the catalogue's default (`max_length` 64), but for a
     `max_length` given here, as the resolver would bind `greedy(max_length = N)` in a spec."""
     if max_length is None:
-        return make_call("decode", DEFAULT_KIND)
-    return make_call("decode", DEFAULT_KIND, max_length=max_length)
+        return DecodeConfig.of(make_call("decode", DEFAULT_KIND))
+    return DecodeConfig.of(make_call("decode", DEFAULT_KIND, max_length=max_length))

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from seqc.backends.api import Model
+from seqc.compiler.config import Beam, DecodeConfig, Sample
 from seqc.compiler.signature import buffer_length
-from seqc.resolve.values import CallValue
 
 Source = np.ndarray | Mapping[str, np.ndarray]
 """A source as the model reads it: token ids [rows, S], or audio arrays (`audio`,
@@ -124,7 +124,7 @@ class Decoder:
 
     def generate(
         self,
-        strategy: CallValue,
+        strategy: DecodeConfig,
         prompt: list[int],
         src: list[int] | Mapping[str, np.ndarray] | None = None,
         seed: int = 0,
@@ -134,10 +134,10 @@ class Decoder:
 
         With `stop_at_eos` False a language model runs on past the end of a line (its EOS is
         kept in the output), which is what a multi-line sample wants."""
-        max_len = int(strategy.args["max_length"])
-        if strategy.kind == "beam":
+        max_len = strategy.max_length
+        if isinstance(strategy, Beam):
             return self._beam(strategy, prompt, src, max_len)
-        rng = np.random.default_rng(seed or int(strategy.args.get("seed", 0)))
+        rng = np.random.default_rng(seed or seed_of(strategy))
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         buf = np.full((1, length), self.pad, np.int32)
@@ -146,10 +146,10 @@ class Decoder:
         out: list[int] = []
         for pos in range(len(start) - 1, len(start) - 1 + max_len):
             logp = self._logits(buf, src_arr, pos)[0]
-            if strategy.kind == "greedy":
-                tok = int(np.argmax(logp))
+            if isinstance(strategy, Sample):
+                tok = sample_token(logp, strategy, rng)
             else:
-                tok = sample_token(logp, strategy.args, rng)
+                tok = int(np.argmax(logp))
             if tok == self.eos and stop_at_eos:
                 break
             out.append(tok)
@@ -158,12 +158,12 @@ class Decoder:
 
     def _beam(
         self,
-        strategy: CallValue,
+        strategy: Beam,
         prompt: list[int],
         src: list[int] | Mapping[str, np.ndarray] | None,
         max_len: int,
     ) -> list[int]:
-        width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
+        width, alpha = strategy.width, strategy.length_penalty
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         beams = [Hypothesis([], 0.0)]
@@ -189,17 +189,23 @@ def _source(src: list[int] | Mapping[str, np.ndarray] | None, rows: int) -> Sour
     return np.repeat(np.asarray([src], np.int32), rows, axis=0)
 
 
-def sample_token(logp: np.ndarray, args: dict[str, Any], rng: np.random.Generator) -> int:
-    """One token drawn from log-probabilities `logp` [V] as a `sample(...)` strategy's args
-    shape them (temperature, then top-k, then top-p): every host decoder draws through here, so
-    the same seed gives the same tokens whichever decoder runs."""
-    temperature = max(float(args.get("temperature", 1.0)), 1e-6)
+def seed_of(strategy: DecodeConfig) -> int:
+    """The seed a strategy draws with when the caller gives none: a `sample`'s own, else 0
+    (greedy and beam search draw nothing)."""
+    return strategy.seed if isinstance(strategy, Sample) else 0
+
+
+def sample_token(logp: np.ndarray, strategy: Sample, rng: np.random.Generator) -> int:
+    """One token drawn from log-probabilities `logp` [V] as a `sample(...)` strategy shapes
+    them (temperature, then top-k, then top-p): every host decoder draws through here, so the
+    same seed gives the same tokens whichever decoder runs."""
+    temperature = max(strategy.temperature, 1e-6)
     logits = logp / temperature
-    top_k = int(args.get("top_k", 0))
+    top_k = strategy.top_k
     if top_k > 0:
         cut = np.sort(logits)[-top_k]
         logits = np.where(logits < cut, -np.inf, logits)
-    top_p = float(args.get("top_p", 1.0))
+    top_p = strategy.top_p
     probs = np.exp(logits - logits.max())
     probs /= probs.sum()
     if top_p < 1.0:

@@ -34,11 +34,18 @@ from typing import Any
 import numpy as np
 
 from seqc.backends.api import StepFunctions
+from seqc.compiler.config import Beam, DecodeConfig, Greedy, Sample
 from seqc.compiler.incremental import POS
 from seqc.compiler.signature import buffer_length
 from seqc.compiler.step_signature import StepSignature
-from seqc.resolve.values import CallValue
-from seqc.run.decoding.search import Hypothesis, beam_step, best, log_softmax64, sample_token
+from seqc.run.decoding.search import (
+    Hypothesis,
+    beam_step,
+    best,
+    log_softmax64,
+    sample_token,
+    seed_of,
+)
 from seqc.spec.errors import UsageError
 
 Source = list[int] | Mapping[str, Any]
@@ -166,16 +173,16 @@ class StepDecoder:
     # ---------------------------------------------------------------- strategies
     def generate(
         self,
-        strategy: CallValue,
+        strategy: DecodeConfig,
         prompt: list[int],
         src: Source | None = None,
         seed: int = 0,
         stop_at_eos: bool = True,
     ) -> list[int]:
-        max_len = int(strategy.args["max_length"])
-        if strategy.kind == "beam":
+        max_len = strategy.max_length
+        if isinstance(strategy, Beam):
             return self._beam(strategy, prompt, src, max_len)
-        rng = np.random.default_rng(seed or int(strategy.args.get("seed", 0)))
+        rng = np.random.default_rng(seed or seed_of(strategy))
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         memory = self._memory(src, 1)
@@ -184,9 +191,9 @@ class StepDecoder:
         for i in range(max_len):
             row = logp[0]
             tok = (
-                int(np.argmax(row))
-                if strategy.kind == "greedy"
-                else sample_token(row, strategy.args, rng)
+                sample_token(row, strategy, rng)
+                if isinstance(strategy, Sample)
+                else int(np.argmax(row))
             )
             if tok == self.eos and stop_at_eos:
                 break
@@ -198,7 +205,7 @@ class StepDecoder:
         return out
 
     def generate_many(
-        self, strategy: CallValue, sources: list[list[int]], batch: int = 0
+        self, strategy: DecodeConfig, sources: list[list[int]], batch: int = 0
     ) -> list[list[int]]:
         """Each source's tokens, as `generate` gives them, several sources a step
         (`decode_all`); `batch` 0 takes the runtime's own choice (its step functions'
@@ -206,9 +213,9 @@ class StepDecoder:
         return decode_all(self, strategy, sources, batch or getattr(self.fns, "batch_sources", 1))
 
     def _beam(
-        self, strategy: CallValue, prompt: list[int], src: Source | None, max_len: int
+        self, strategy: Beam, prompt: list[int], src: Source | None, max_len: int
     ) -> list[int]:
-        width, alpha = int(strategy.args["width"]), float(strategy.args["length_penalty"])
+        width, alpha = strategy.width, strategy.length_penalty
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
         memory = self._memory(src, width)
@@ -237,15 +244,15 @@ TF 3.9 -> 5.3. onnxruntime and LiteRT run a step of 6 rows with little overhead 
 computed), so artifacts decode one source at a time."""
 
 
-def batchable(strategy: CallValue) -> bool:
+def batchable(strategy: DecodeConfig) -> bool:
     """Greedy and beam search decode in batches; sampling draws from one generator per source,
     in order, so it stays one source at a time (and reproducible by its seed)."""
-    return strategy.kind in ("greedy", "beam")
+    return isinstance(strategy, Greedy | Beam)
 
 
 def decode_all(
     dec: StepDecoder,
-    strategy: CallValue,
+    strategy: DecodeConfig,
     sources: Sequence[list[int]],
     batch: int = DEFAULT_BATCH,
 ) -> list[list[int]]:
@@ -264,18 +271,18 @@ def decode_all(
 
 
 def decode_batch(
-    dec: StepDecoder, strategy: CallValue, sources: Sequence[list[int]]
+    dec: StepDecoder, strategy: DecodeConfig, sources: Sequence[list[int]]
 ) -> list[list[int]]:
     """The tokens of each of `sources` (token ids of an encoder-decoder), decoded together."""
-    width = int(strategy.args["width"]) if strategy.kind == "beam" else 1
-    max_len = int(strategy.args["max_length"])
+    width = strategy.width if isinstance(strategy, Beam) else 1
+    max_len = strategy.max_length
     length = buffer_length(1 + max_len)
     memory = dec.encoded(sources, width)
     rows = len(sources) * width
     caches = dec.sig.zero_caches(rows, first_history(1, length))
     logp, caches = dec.step(np.full(rows, dec.bos), 0, memory, caches)
-    if strategy.kind == "beam":
-        alpha = float(strategy.args["length_penalty"])
+    if isinstance(strategy, Beam):
+        alpha = strategy.length_penalty
         return _beam_batch(dec, logp, caches, memory, len(sources), width, alpha, max_len, length)
     return _greedy_batch(dec, logp, caches, memory, len(sources), max_len, length)
 

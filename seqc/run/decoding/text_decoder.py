@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from seqc.compiler.config import DecodeConfig
+
 if TYPE_CHECKING:
-    from seqc.backends.api import Model
+    from seqc.backends.api import Generator, Model
     from seqc.data.audio import WavSource
-    from seqc.resolve.values import CallValue
     from seqc.run.export.artifact import Artifact
+    from seqc.run.scoring.transcribe import Transcriber
     from seqc.run.session import Session
 
 
@@ -23,14 +25,15 @@ class TextDecoder:
     """A decoder with what turns text into its ids and back, from a session or an artifact;
     a speech model's `transcriber` turns audio into text (its `decoder` is None for CTC)."""
 
-    decoder: Any
+    decoder: Generator | None
     tokenizer: Any
     target_tokenizer: Any
     task: str
-    strategy: Any
+    strategy: DecodeConfig | None
+    """None only for a speech model whose task names no `decode` (its transcriber's own)."""
     default_source: str | None = None
-    transcriber: Any = None
-    """A `seqc.run.scoring.transcribe.Transcriber` (speech tasks)."""
+    transcriber: Transcriber | None = None
+    """Speech tasks: audio in, text out."""
     default_audio: tuple[Path, str] | None = None
     """The first dev utterance's wav and transcript: what the sample after training hears."""
 
@@ -43,7 +46,7 @@ what these have always decoded, so that their output does not change; `seqc eval
 checkpoint and `seqc export`'s BLEU column decode with the catalogue's default itself."""
 
 
-def fallback_strategy() -> CallValue:
+def fallback_strategy() -> DecodeConfig:
     """The strategy of a task or artifact that names none (`FALLBACK_MAX_LENGTH`)."""
     from seqc.run.decoding.defaults import default_strategy
 
@@ -61,7 +64,7 @@ def from_session(session: Session, model: Model, params: Any) -> TextDecoder:
         from seqc.run.scoring.transcribe import Transcriber
 
         first = pipeline.splits[split].examples[0]
-        strategy = session.task_config.get("decode")
+        strategy = session.compiled.decode
         rate, shortest = pipeline.sample_rate, min_audio_samples(session.graph)
         if model.task.ctc:
             listen = Transcriber(
@@ -80,12 +83,11 @@ def from_session(session: Session, model: Model, params: Any) -> TextDecoder:
         return TextDecoder(None, tok, ttok, "asr", strategy, None, listen, audio)
     dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
     default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
-    strategy = session.task_config.get("decode") or fallback_strategy()
+    strategy = session.compiled.decode or fallback_strategy()
     return TextDecoder(dec, tok, ttok, pipeline.task, strategy, default)
 
 
 def from_artifact(artifact: Artifact) -> TextDecoder:
-    from seqc.resolve.values import CallValue
     from seqc.run.decoding.steps import StepDecoder
     from seqc.run.export.artifact import step_functions
 
@@ -102,16 +104,13 @@ def from_artifact(artifact: Artifact) -> TextDecoder:
         special["eos"],
         special["pad"],
     )
-    strategy = (
-        CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else fallback_strategy()
-    )
+    strategy = DecodeConfig.from_json(d) if d else fallback_strategy()
     return TextDecoder(dec, tok, ttok, m["task_kind"], strategy)
 
 
 def artifact_transcriber(artifact: Artifact, tok: Any) -> TextDecoder:
     """A speech artifact's transcriber: CTC frame logits in one pass, or an attention decoder
     stepping over its encoder's output; wav files at the sample rate the manifest records."""
-    from seqc.resolve.values import CallValue
     from seqc.run.decoding.forced import one_pass
     from seqc.run.decoding.steps import StepDecoder
     from seqc.run.export.artifact import step_functions
@@ -119,7 +118,7 @@ def artifact_transcriber(artifact: Artifact, tok: Any) -> TextDecoder:
 
     m = artifact.manifest
     d = m.get("decode")
-    strategy = CallValue(kind=d["kind"], namespace="decode", args=d["args"]) if d else None
+    strategy = DecodeConfig.from_json(d) if d else None
     fns, sig = step_functions(artifact), artifact.signature
     audio = m.get("audio") or {}
     rate = int(audio.get("sample_rate", 16000))

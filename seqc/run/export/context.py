@@ -197,7 +197,7 @@ def prepare(
     return ctx
 
 
-def dev_wer(ctx: Context, logits: Any = None, decoder: Any = None) -> dict[str, float]:
+def dev_wer(ctx: Context, logits: Any = None, decoder: Generator | None = None) -> dict[str, float]:
     """WER and CER (percent) of greedy transcripts of the first `wer_examples` dev utterances,
     by CTC frame logits or an attention decoder."""
     pipeline = ctx.session.pipeline

@@ -35,7 +35,7 @@ def pack(
         pipeline.target_tokenizer.save(folder / "tokenizer" / "target")
     copy_spec_tree(session.program, folder / "spec", origin=False)
     tok = pipeline.target_tokenizer
-    decode = session.task_config.get("decode")
+    decode = session.compiled.decode
     program = ctx.program
     served = program.encoder if program.step is None else program.step
     assert served is not None
@@ -47,7 +47,7 @@ def pack(
         "task_kind": ctx.task_kind,
         "vocab_size": pipeline.tokenizer.vocab_size,
         "special": {"bos": tok.bos_id, "eos": tok.eos_id, "pad": tok.pad_id},
-        "decode": None if decode is None else {"kind": decode.kind, "args": dict(decode.args)},
+        "decode": None if decode is None else decode.to_json(),
         "checkpoint": {"backend": ctx.weights.backend, "step": ctx.weights.step},
         "step": ctx.sig.to_json(),
         "inputs": {

@@ -27,7 +27,6 @@ def eval_artifact(
 ) -> Path:
     """Translate `split` (its first `limit` examples; 0: all) with the artifact at `path`,
     report BLEU and chrF with sacreBLEU's signatures, and write the translations; the folder."""
-    from seqc.resolve.values import to_json
     from seqc.run.decoding.text_decoder import fallback_strategy, from_artifact
     from seqc.run.export.artifact import check_against, load_artifact
     from seqc.run.rundir.lock import unwritable
@@ -51,7 +50,7 @@ def eval_artifact(
     art = load_artifact(path)
     check_against(art, session)
     gen = from_artifact(art)
-    strategy = session.task_config.get("decode") or fallback_strategy()
+    strategy = session.compiled.decode or fallback_strategy()
     step = (art.manifest.get("checkpoint") or {}).get("step")
     reporter.info(
         f"translating {split} with {art.format} ({art.manifest['quantize']}) from {path}, "
@@ -75,7 +74,7 @@ def eval_artifact(
             "quantize": art.manifest.get("quantize"),
             "checkpoint": art.manifest.get("checkpoint"),
         },
-        "decode": to_json(strategy),
+        "decode": strategy.to_json(),
     }
     try:
         write_translations(folder, t, facts)

@@ -21,25 +21,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from seqc.compiler.config import Beam, DecodeConfig
 from seqc.compiler.lower.ctc import BLANK, FORCED
 from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
-from seqc.resolve.values import CallValue
 from seqc.run.decoding.ctc import ctc_decode_batch
 from seqc.run.decoding.defaults import default_strategy
 from seqc.run.scoring.wer import error_rates
+
+if TYPE_CHECKING:
+    from seqc.backends.api import Generator, Model
 
 Logits = Callable[[Mapping[str, np.ndarray]], Any]
 """A CTC model's forward: the batch's arrays -> frame logits [B, F, V]."""
 
 
-def ctc_strategy(strategy: CallValue | None) -> tuple[str, int]:
+def ctc_strategy(strategy: DecodeConfig | None) -> tuple[str, int]:
     """("greedy" | "beam", width) for a task's `decode = ...`."""
-    if strategy is not None and strategy.kind == "beam":
-        return "beam", int(strategy.args.get("width", 8))
+    if isinstance(strategy, Beam):
+        return "beam", strategy.width
     return "greedy", 1
 
 
@@ -103,10 +106,10 @@ class Transcriber:
     words, so a checkpoint and its artifacts transcribe a file the same way."""
 
     tokenizer: Any
-    strategy: CallValue | None
+    strategy: DecodeConfig | None
     logits: Logits | None = None
-    decoder: Any = None
-    """A `Generator` (`Decoder`, `StepDecoder`) for a model with an attention decoder."""
+    decoder: Generator | None = None
+    """A `Decoder` or `StepDecoder` for a model with an attention decoder."""
     sample_rate: int = SAMPLE_RATE
     min_samples: int = 1
     """The model's shortest input (`seqc.compiler.min_length`; an artifact's manifest records
@@ -123,6 +126,7 @@ class Transcriber:
             z = np.asarray(self.logits(arrays), np.float32)
             (ids,) = ctc_decode_batch(z, np.ones(z.shape[:2], bool), kind, width)
             return str(self.tokenizer.decode(ids))
+        assert self.decoder is not None, "a Transcriber has CTC logits or a decoder"
         return str(
             self.tokenizer.decode(self.decoder.generate(self.strategy or GREEDY, [], arrays))
         )
@@ -135,7 +139,7 @@ class Transcriber:
 
 
 def transcribe_ctc(
-    logits: Logits, pipeline: Any, split: str, strategy: CallValue | None, limit: int = 0
+    logits: Logits, pipeline: Any, split: str, strategy: DecodeConfig | None, limit: int = 0
 ) -> tuple[list[str], list[str]]:
     """Hypotheses and references for the first `limit` utterances of `split` (all if 0)."""
     kind, width = ctc_strategy(strategy)
@@ -159,7 +163,7 @@ def transcribe_ctc(
 
 
 def transcribe_attention(
-    decoder: Any, pipeline: Any, split: str, strategy: CallValue, limit: int = 0
+    decoder: Generator, pipeline: Any, split: str, strategy: DecodeConfig, limit: int = 0
 ) -> tuple[list[str], list[str]]:
     """The same for an attention decoder: each utterance's audio is the decoder's source."""
     tok = pipeline.target_tokenizer
@@ -184,7 +188,12 @@ def score_transcripts(hyps: list[str], refs: list[str]) -> dict[str, Any]:
 
 
 def score_model(
-    model: Any, params: Any, pipeline: Any, split: str, strategy: CallValue | None, limit: int = 0
+    model: Model,
+    params: Any,
+    pipeline: Any,
+    split: str,
+    strategy: DecodeConfig | None,
+    limit: int = 0,
 ) -> dict[str, Any]:
     """WER and CER of a backend's model on `split` (CTC or attention decoder)."""
     if model.task.ctc:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from seqc.backends.api import Generator
+from seqc.compiler.config import DecodeConfig
 from seqc.compiler.signature import buffer_length
-from seqc.resolve.values import CallValue
 
 
 def source_ids(tokenizer: Any, text: str, bound: int) -> list[int]:
@@ -49,7 +49,7 @@ def corpus_scores_signed(
 def score_translations(
     decoder: Generator,
     pipeline: Any,
-    strategy: CallValue,
+    strategy: DecodeConfig,
     split: str = "dev",
     limit: int = 0,
 ) -> dict[str, Any]:
