@@ -21,9 +21,10 @@ from typer.testing import CliRunner
 
 from seqc.cli import app
 from seqc.compiler.check import check_program
+from seqc.resolve.conform import Context, conform
 from seqc.resolve.experiment import resolve
 from seqc.resolve.program import load_program
-from seqc.resolve.values import Context, Raw, conform, evaluate
+from seqc.resolve.raw import Raw, evaluate
 from seqc.spec.errors import CheckError, SeqcError
 from seqc.spec.ir import without_spans
 from seqc.spec.kinds import param

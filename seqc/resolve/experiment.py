@@ -15,15 +15,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from seqc.resolve.conform import Context, conform
 from seqc.resolve.layers.check import check_layers
 from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.program import Program
 from seqc.resolve.provenance import DEFAULT, Origin
+from seqc.resolve.raw import RawName, evaluate
 from seqc.resolve.setting import block_spec, default_values
 from seqc.resolve.shares import read_shares
 from seqc.resolve.statements import Stmt, experiment_statements, parse_override
 from seqc.resolve.tasks import TaskResolver
-from seqc.resolve.values import CallValue, Context, RawName, conform, evaluate, freeze
+from seqc.resolve.values import CallValue, freeze
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, ResolveError, did_you_mean, remember_source
 from seqc.spec.kinds import KindSpec

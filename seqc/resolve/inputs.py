@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqc.resolve.conform import Context
 from seqc.resolve.provenance import DEFAULT
 from seqc.resolve.setting import Setter, block_spec
 from seqc.resolve.statements import Stmt, body_assignments
-from seqc.resolve.values import Context
 from seqc.spec.errors import CheckError
 
 

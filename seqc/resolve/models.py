@@ -14,9 +14,10 @@ from typing import Any
 from seqc.resolve.layers.binding import bind_user_layer_spans, layer_context, layer_kind_spec
 from seqc.resolve.layers.instance import LayerInstance, instantiate
 from seqc.resolve.provenance import DEFAULT, Origin, record
+from seqc.resolve.raw import Raw, RawCall, RawName, evaluate
 from seqc.resolve.setting import Setter
 from seqc.resolve.statements import Stmt
-from seqc.resolve.values import CallValue, Raw, RawCall, RawName, Symbol, evaluate
+from seqc.resolve.values import CallValue, Symbol
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note, ResolveError, did_you_mean
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from seqc.resolve.values import Raw, RawCall
+from seqc.resolve.raw import Raw, RawCall
 from seqc.spec import ir
 from seqc.spec.kinds import REGISTRY
 

@@ -11,18 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqc.resolve.conform import Context, check_relations, conform
 from seqc.resolve.program import Program
 from seqc.resolve.provenance import DEFAULT, Origin, record
+from seqc.resolve.raw import evaluate, from_python
 from seqc.resolve.statements import Stmt
-from seqc.resolve.values import (
-    CallValue,
-    Context,
-    check_relations,
-    conform,
-    evaluate,
-    from_python,
-    show_value,
-)
+from seqc.resolve.values import CallValue, show_value
 from seqc.spec.errors import ResolveError, did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from seqc.resolve.conform import Context
 from seqc.resolve.inputs import InputResolver
 from seqc.resolve.layers.instance import LayerInstance
 from seqc.resolve.models import ModelResolver
 from seqc.resolve.setting import block_spec
 from seqc.resolve.statements import Stmt, body_assignments
-from seqc.resolve.values import Context
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, ResolveError, did_you_mean
 

@@ -8,7 +8,7 @@ both.
 A numeric type may carry a `Range` (`int > 0`, `float in [0, 1)`): the values a param accepts.
 Beyond any range, every value must be one the backends can hold: an int fits int32 (step
 counters, widths and ids are int32 tensors), a float is finite, a size fits int64 bytes. These are
-checked where the value is written (`seqc.resolve.values.conform`), so `d = 0` or `lr = 1e999`
+checked where the value is written (`seqc.resolve.conform.conform`), so `d = 0` or `lr = 1e999`
 fails at its line instead of as a crash or a NaN loss mid-run.
 """
 

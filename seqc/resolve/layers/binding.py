@@ -13,7 +13,9 @@ import math
 from typing import Any
 
 from seqc.resolve.arguments import match_arguments, missing_param
-from seqc.resolve.values import CallValue, Context, Raw, conform, evaluate
+from seqc.resolve.conform import Context, conform
+from seqc.resolve.raw import Raw, evaluate
+from seqc.resolve.values import CallValue
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note, did_you_mean
 from seqc.spec.kinds import REQUIRED, KindSpec, ParamSpec

@@ -13,12 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from seqc.resolve.arguments import match_arguments, missing_param
+from seqc.resolve.conform import Context, check_relations, conform
 from seqc.resolve.layers.binding import declared_type, layer_kind_spec
 from seqc.resolve.layers.forward import check_forward
 from seqc.resolve.layers.infer import check_arg, expr_text, has_names
 from seqc.resolve.layers.instance import repeat_count
 from seqc.resolve.layers.nesting import check_layer_cycles
-from seqc.resolve.values import Context, Symbol, check_relations, conform, evaluate, from_python
+from seqc.resolve.raw import evaluate, from_python
+from seqc.resolve.values import Symbol
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note, did_you_mean
 from seqc.spec.kinds import REGISTRY, KindSpec, ParamSpec

@@ -8,7 +8,8 @@ conformed as any value would be, so its error is the one a literal gets anywhere
 
 from __future__ import annotations
 
-from seqc.resolve.values import Context, conform, evaluate
+from seqc.resolve.conform import Context, conform
+from seqc.resolve.raw import evaluate
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.kinds import ParamSpec

@@ -13,8 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from seqc.resolve.conform import span_within
 from seqc.resolve.layers.binding import Spans, bind_user_layer_spans, env_lookup, layer_context
-from seqc.resolve.values import Raw, RawCall, evaluate, span_within
+from seqc.resolve.raw import Raw, RawCall, evaluate
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note
 
