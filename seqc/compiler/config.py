@@ -12,7 +12,7 @@ table of defaults. A value missing from what is given is a `KeyError` here, at c
 never a silent literal at a use site.
 
 Each kind of the catalogue's `optimizer`, `schedule`, `decode` and `init` namespaces is one
-dataclass whose fields are exactly its params, by the same names (`tests/test_typed_config.py`
+dataclass whose fields are exactly its params, by the same names (`test_typed_config.py`
 checks them against the catalogue), so a backend asks `isinstance(opt, Adam)` and reads
 `opt.beta1`, and a param added to the catalogue without its field fails that test.
 """

@@ -25,7 +25,7 @@ _EW_COST = {
 CTC_STEP_FLOPS = 10
 """FLOPs per (frame, extended-label state) of CTC's forward recursion: a log-sum-exp of up to
 three predecessors and the emission's log-probability (the backward pass is the gradient's)."""
-_FREE = {"input", "param", "constant", "reshape", "transpose", "slice", "iota", "identity"}
+FREE_KINDS = {"input", "param", "constant", "reshape", "transpose", "slice", "iota", "identity"}
 
 
 @dataclass
@@ -78,7 +78,7 @@ def _eval(d: str, dims: dict[str, int]) -> int:
 
 def op_flops(op: Op, graph: Graph, dims: dict[str, int]) -> int:
     out = size(op.type.shape, dims)
-    if op.kind in _FREE or op.kind in ("gather", "fill", "causal_mask", "cast"):
+    if op.kind in FREE_KINDS or op.kind in ("gather", "fill", "causal_mask", "cast"):
         return 0
     if op.kind in ("matmul", "batched_matmul"):
         k = graph.ops[op.inputs[0]].type.shape[-1]

@@ -154,7 +154,12 @@ class GraphBuilder:
         self.span: ir.Span | None = None
 
     # ------------------------------------------------------------------ plumbing
-    def _add(self, kind: str, inputs: tuple[int, ...], attrs: dict[str, Any], t: TensorType) -> int:
+    def typed_op(
+        self, kind: str, inputs: tuple[int, ...], attrs: dict[str, Any], t: TensorType
+    ) -> int:
+        """An op whose result type is given, not inferred by a shape rule: how every op enters
+        the graph, and how a lowering adds one whose type it knows (a loss's float32 cast, a
+        fused loss's sums)."""
         vid = len(self.graph.ops)
         if vid >= MAX_GRAPH_OPS:
             raise too_large(vid + 1, self.layer, self.span)
@@ -169,7 +174,7 @@ class GraphBuilder:
 
     # ------------------------------------------------------------------ leaves
     def input(self, name: str, t: TensorType) -> int:
-        vid = self._add("input", (), {"name": name}, t)
+        vid = self.typed_op("input", (), {"name": name}, t)
         self.graph.inputs[name] = vid
         return vid
 
@@ -178,26 +183,26 @@ class GraphBuilder:
         t = TensorType(dtype, shape)
         if full not in self.graph.params:
             self.graph.params[full] = Param(full, t, init, self.layer, self.span)
-        return self._add("param", (), {"name": full}, t)
+        return self.typed_op("param", (), {"name": full}, t)
 
     def shared_param(self, full: str) -> int:
         """A reference to a param created by another layer (weight tying)."""
         p = self.graph.params[full]
-        return self._add("param", (), {"name": full}, p.type)
+        return self.typed_op("param", (), {"name": full}, p.type)
 
     def constant(self, value: Any, dtype: str = "float32") -> int:
         """A scalar or an array (nested lists or numpy) known at compile time."""
         shape = tuple(getattr(value, "shape", ()))
-        return self._add("constant", (), {"value": value}, TensorType(dtype, shape))
+        return self.typed_op("constant", (), {"value": value}, TensorType(dtype, shape))
 
     def fill(self, value: float, shape: Shape, dtype: str = "float32") -> int:
         """A tensor of one value whose shape may have symbolic dims (initial recurrent state)."""
-        return self._add("fill", (), {"value": value, "shape": shape}, TensorType(dtype, shape))
+        return self.typed_op("fill", (), {"value": value, "shape": shape}, TensorType(dtype, shape))
 
     # ------------------------------------------------------------------ elementwise
     def unary(self, kind: str, x: int) -> int:
         assert kind in UNARY, kind
-        return self._add(kind, (x,), {}, self.type(x))
+        return self.typed_op(kind, (x,), {}, self.type(x))
 
     def binary(self, kind: str, a: int, b: int) -> int:
         assert kind in BINARY, kind
@@ -206,7 +211,7 @@ class GraphBuilder:
         dtype = "bool" if kind in COMPARE else _result_dtype(ta.dtype, tb.dtype)
         if kind in COMPARE or kind in LOGICAL:
             dtype = "bool"
-        return self._add(kind, (a, b), {}, TensorType(dtype, shape))
+        return self.typed_op(kind, (a, b), {}, TensorType(dtype, shape))
 
     def broadcast(self, a: Shape, b: Shape, what: str = "op") -> Shape:
         out: list[Dim] = []
@@ -229,12 +234,12 @@ class GraphBuilder:
         shape = self.broadcast(
             self.broadcast(self.type(cond).shape, self.type(a).shape), self.type(b).shape
         )
-        return self._add("where", (cond, a, b), {}, TensorType(self.type(a).dtype, shape))
+        return self.typed_op("where", (cond, a, b), {}, TensorType(self.type(a).dtype, shape))
 
     def cast(self, x: int, dtype: str) -> int:
         if self.type(x).dtype == dtype:
             return x
-        return self._add("cast", (x,), {"dtype": dtype}, TensorType(dtype, self.type(x).shape))
+        return self.typed_op("cast", (x,), {"dtype": dtype}, TensorType(dtype, self.type(x).shape))
 
     # ------------------------------------------------------------------ linear algebra
     def matmul(self, x: int, w: int) -> int:
@@ -246,7 +251,9 @@ class GraphBuilder:
                 expected=f"[..., {tw.shape[0]}]",
                 found=_shape_text(tx.shape),
             )
-        return self._add("matmul", (x, w), {}, TensorType(tx.dtype, (*tx.shape[:-1], tw.shape[1])))
+        return self.typed_op(
+            "matmul", (x, w), {}, TensorType(tx.dtype, (*tx.shape[:-1], tw.shape[1]))
+        )
 
     def batched_matmul(self, a: int, b: int) -> int:
         """a[..., m, k] @ b[..., k, n] -> [..., m, n] (attention scores and contexts)."""
@@ -258,7 +265,7 @@ class GraphBuilder:
                 found=_shape_text(tb.shape),
             )
         shape = (*ta.shape[:-1], tb.shape[-1])
-        return self._add("batched_matmul", (a, b), {}, TensorType(ta.dtype, shape))
+        return self.typed_op("batched_matmul", (a, b), {}, TensorType(ta.dtype, shape))
 
     def einsum(self, equation: str, a: int, b: int) -> int:
         """Two-operand einsum, e.g. "bqhd,bkhd->bhqk": attention without layout transposes."""
@@ -278,7 +285,7 @@ class GraphBuilder:
                     )
         shape = tuple(sizes[c] for c in out)
         attrs = {"equation": equation}
-        return self._add("einsum", (a, b), attrs, TensorType(self.type(a).dtype, shape))
+        return self.typed_op("einsum", (a, b), attrs, TensorType(self.type(a).dtype, shape))
 
     # ------------------------------------------------------------------ reductions and norms
     def reduce(self, kind: str, x: int, axes: tuple[int, ...], keepdims: bool = True) -> int:
@@ -287,27 +294,27 @@ class GraphBuilder:
         axes = tuple(a % t.rank for a in axes)
         shape = tuple((1 if keepdims else None) if i in axes else d for i, d in enumerate(t.shape))
         shape = tuple(d for d in shape if d is not None)
-        return self._add(
+        return self.typed_op(
             kind, (x,), {"axes": axes, "keepdims": keepdims}, TensorType(t.dtype, shape)
         )
 
     def softmax(self, x: int, axis: int = -1) -> int:
-        return self._add("softmax", (x,), {"axis": axis}, self.type(x))
+        return self.typed_op("softmax", (x,), {"axis": axis}, self.type(x))
 
     def log_softmax(self, x: int, axis: int = -1) -> int:
-        return self._add("log_softmax", (x,), {"axis": axis}, self.type(x))
+        return self.typed_op("log_softmax", (x,), {"axis": axis}, self.type(x))
 
     def layer_norm(self, x: int, scale: int | None, bias: int | None, eps: float, rms: bool) -> int:
         inputs = (
             (x,) + ((scale,) if scale is not None else ()) + ((bias,) if bias is not None else ())
         )
         attrs = {"eps": eps, "rms": rms, "scale": scale is not None, "bias": bias is not None}
-        return self._add("layer_norm", inputs, attrs, self.type(x))
+        return self.typed_op("layer_norm", inputs, attrs, self.type(x))
 
     def argmax(self, x: int) -> int:
         """The index of the largest value along the last axis, int32 (first of equals)."""
         t = self.type(x)
-        return self._add("argmax", (x,), {}, TensorType("int32", t.shape[:-1]))
+        return self.typed_op("argmax", (x,), {}, TensorType("int32", t.shape[:-1]))
 
     # ------------------------------------------------------------------ indexing and layout
     def take_along(self, x: int, ids: int) -> int:
@@ -320,7 +327,7 @@ class GraphBuilder:
                 expected=f"int32{_shape_text(tx.shape[:-1])}",
                 found=str(ti),
             )
-        return self._add("take_along", (x, ids), {}, TensorType(tx.dtype, ti.shape))
+        return self.typed_op("take_along", (x, ids), {}, TensorType(tx.dtype, ti.shape))
 
     def gather(self, table: int, ids: int, axis: int = 0) -> int:
         """Slices of `table` along `axis` by `ids` (numpy's `take`): rows of an embedding
@@ -332,15 +339,17 @@ class GraphBuilder:
         axis %= tt.rank
         shape = (*tt.shape[:axis], *ti.shape, *tt.shape[axis + 1 :])
         attrs = {"axis": axis} if axis else {}
-        return self._add("gather", (table, ids), attrs, TensorType(tt.dtype, shape))
+        return self.typed_op("gather", (table, ids), attrs, TensorType(tt.dtype, shape))
 
     def reshape(self, x: int, shape: Shape) -> int:
-        return self._add("reshape", (x,), {"shape": shape}, TensorType(self.type(x).dtype, shape))
+        return self.typed_op(
+            "reshape", (x,), {"shape": shape}, TensorType(self.type(x).dtype, shape)
+        )
 
     def transpose(self, x: int, perm: tuple[int, ...]) -> int:
         t = self.type(x)
         shape = tuple(t.shape[p] for p in perm)
-        return self._add("transpose", (x,), {"perm": perm}, TensorType(t.dtype, shape))
+        return self.typed_op("transpose", (x,), {"perm": perm}, TensorType(t.dtype, shape))
 
     def concat(self, xs: list[int], axis: int) -> int:
         ts = [self.type(x) for x in xs]
@@ -350,19 +359,19 @@ class GraphBuilder:
             d = t.shape[axis]
             total = total + d if isinstance(total, int) and isinstance(d, int) else f"{total}+{d}"
         shape = (*ts[0].shape[:axis], total, *ts[0].shape[axis + 1 :])
-        return self._add("concat", tuple(xs), {"axis": axis}, TensorType(ts[0].dtype, shape))
+        return self.typed_op("concat", tuple(xs), {"axis": axis}, TensorType(ts[0].dtype, shape))
 
     def slice(self, x: int, axis: int, start: int, end: int) -> int:
         t = self.type(x)
         axis = axis % t.rank
         shape = (*t.shape[:axis], end - start, *t.shape[axis + 1 :])
         attrs = {"axis": axis, "start": start, "end": end}
-        return self._add("slice", (x,), attrs, TensorType(t.dtype, shape))
+        return self.typed_op("slice", (x,), attrs, TensorType(t.dtype, shape))
 
     def positions(self, like: int, axis: int) -> int:
         """0, 1, ..., n-1 along `axis` of `like`, as int32[n]."""
         n = self.type(like).shape[axis]
-        return self._add("iota", (like,), {"axis": axis}, TensorType("int32", (n,)))
+        return self.typed_op("iota", (like,), {"axis": axis}, TensorType("int32", (n,)))
 
     def sinusoid(self, positions: int, d: int, timescales: tuple[float, float], length: int) -> int:
         """float32[n, d]: the sine/cosine signal of int32[n] positions below `length`, with
@@ -370,18 +379,18 @@ class GraphBuilder:
         (n,) = self.type(positions).shape
         lo, hi = timescales
         attrs = {"d": d, "min_timescale": lo, "max_timescale": hi, "max_length": length}
-        return self._add("sinusoid", (positions,), attrs, TensorType("float32", (n, d)))
+        return self.typed_op("sinusoid", (positions,), attrs, TensorType("float32", (n, d)))
 
     def causal_mask(self, like: int, axis: int) -> int:
         """bool[T, T]: position i may attend to j <= i."""
         n = self.type(like).shape[axis]
-        return self._add("causal_mask", (like,), {"axis": axis}, TensorType("bool", (n, n)))
+        return self.typed_op("causal_mask", (like,), {"axis": axis}, TensorType("bool", (n, n)))
 
     def dropout(self, x: int, rate: float, broadcast_axes: tuple[int, ...] = ()) -> int:
         if rate <= 0.0:
             return x
         attrs = {"rate": rate, "broadcast_axes": broadcast_axes}
-        return self._add("dropout", (x,), attrs, self.type(x))
+        return self.typed_op("dropout", (x,), attrs, self.type(x))
 
     def conv1d(self, x: int, w: int, stride: int, padding: str, groups: int = 1) -> int:
         """x[B, T, c_in] * w[width, c_in // groups, c_out] -> [B, T', c_out].
@@ -419,7 +428,7 @@ class GraphBuilder:
         attrs: dict[str, Any] = {"stride": stride, "padding": padding}
         if groups != 1:
             attrs["groups"] = groups
-        return self._add("conv1d", (x, w), attrs, TensorType(tx.dtype, (tx.shape[0], t, c_out)))
+        return self.typed_op("conv1d", (x, w), attrs, TensorType(tx.dtype, (tx.shape[0], t, c_out)))
 
     def conv2d(self, x: int, w: int, strides: tuple[int, int], padding: str) -> int:
         """x[B, H, W, c_in] * w[kh, kw, c_in, c_out] -> [B, H', W', c_out], channels last.
@@ -446,7 +455,7 @@ class GraphBuilder:
         wd = self._conv_length(tx.shape[2], int(tw.shape[1]), sw, padding)
         attrs = {"strides": (sh, sw), "padding": padding}
         shape = (tx.shape[0], h, wd, tw.shape[3])
-        return self._add("conv2d", (x, w), attrs, TensorType(tx.dtype, shape))
+        return self.typed_op("conv2d", (x, w), attrs, TensorType(tx.dtype, shape))
 
     def _conv_length(self, n: Dim, width: int, stride: int, padding: str) -> Dim:
         """The output length of a convolution along one axis: an int where `n` is one, else a
@@ -500,7 +509,7 @@ class GraphBuilder:
             )
         if freq_masks * freq_width == 0 and time_masks * time_width == 0:
             return x
-        return self._add("spec_augment", (x,), {k: int(v) for k, v in counts.items()}, t)
+        return self.typed_op("spec_augment", (x,), {k: int(v) for k, v in counts.items()}, t)
 
     def ctc_loss(
         self, logits: int, frame_mask: int, labels: int, label_mask: int, blank: int = 0
@@ -545,7 +554,9 @@ class GraphBuilder:
                 code="bad-argument",
             )
         inputs = (logits, frame_mask, labels, label_mask)
-        return self._add("ctc_loss", inputs, {"blank": blank}, TensorType("float32", tl.shape[:1]))
+        return self.typed_op(
+            "ctc_loss", inputs, {"blank": blank}, TensorType("float32", tl.shape[:1])
+        )
 
     def scan(self, name: str, body: Graph, xs: list[int], carries: list[int], reverse: bool) -> int:
         """Run `body` along axis 1 of each xs ([B, T, ...]); its outputs are (y, *new carries).
@@ -559,7 +570,7 @@ class GraphBuilder:
         tx = self.type(xs[0])
         shape = (tx.shape[0], tx.shape[1], *y_type.shape[1:])
         attrs = {"body": name, "reverse": reverse, "n_xs": len(xs), "n_carries": len(carries)}
-        return self._add("scan", (*xs, *carries), attrs, TensorType(y_type.dtype, shape))
+        return self.typed_op("scan", (*xs, *carries), attrs, TensorType(y_type.dtype, shape))
 
 
 def _shape_text(shape: Shape) -> str:

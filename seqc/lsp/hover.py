@@ -20,7 +20,7 @@ from seqc.spec import ir
 from seqc.spec.errors import SeqcError
 from seqc.spec.kinds import KindSpec, ParamSpec
 from seqc.spec.printable import printable
-from seqc.spec.printer import _param as param_text
+from seqc.spec.printer import format_param as param_text
 from seqc.spec.types import Type
 
 MAX_LEAVES = 60

@@ -97,14 +97,14 @@ def _body(body: ir.Body, indent: str) -> str:
 def _layer(decl: ir.LayerDecl) -> str:
     head = f"{decl.kind} {decl.name}"
     if decl.has_params:
-        flat = ", ".join(_param(p) for p in decl.params)
+        flat = ", ".join(format_param(p) for p in decl.params)
         multiline = any(p.comments or p.trailing for p in decl.params)
         if not multiline and len(head) + len(flat) + 4 <= WIDTH:
             head += f"({flat})"
         else:
             plines: list[str] = []
             for p in decl.params:
-                _stmt(plines, INDENT, p, _param(p, INDENT) + ",")
+                _stmt(plines, INDENT, p, format_param(p, INDENT) + ",")
             head += "(\n" + "\n".join(plines) + "\n)"
     inner = INDENT
     lines: list[str] = []
@@ -123,9 +123,9 @@ def _layer(decl: ir.LayerDecl) -> str:
     return head + " {\n" + "\n".join(lines) + "\n}"
 
 
-def _param(p: ir.Param, indent: str | None = None) -> str:
+def format_param(p: ir.Param, indent: str | None = None) -> str:
     """One param: flat, or, given the indent of its own line, with a long default wrapped."""
-    text = f"{p.name}: {_type(p.type)}"
+    text = f"{p.name}: {format_type(p.type)}"
     if p.range is not None:
         text += f" {_range(p.range)}"
     if p.default is not None:
@@ -150,10 +150,10 @@ def _range(r: ir.RangeExpr) -> str:
 
 
 def _forward(fwd: ir.Forward, indent: str) -> str:
-    params = ", ".join(f"{p.name}: {_type(p.type)}" for p in fwd.params)
+    params = ", ".join(f"{p.name}: {format_type(p.type)}" for p in fwd.params)
     head = f"forward ({params})"
     if fwd.returns:
-        rets = ", ".join(_type(t) for t in fwd.returns)
+        rets = ", ".join(format_type(t) for t in fwd.returns)
         head += f" -> ({rets})" if fwd.returns_parenthesized else f" -> {rets}"
     inner = indent + INDENT
     lines: list[str] = []
@@ -178,7 +178,7 @@ def _string(value: str) -> str:
     return '"' + escaped.replace("\t", "\\t") + '"'
 
 
-def _type(t: ir.TypeExpr) -> str:
+def format_type(t: ir.TypeExpr) -> str:
     if t.args is None:
         return t.name
     return f"{t.name}[{', '.join(format_expr(a) for a in t.args)}]"
@@ -244,7 +244,7 @@ def format_expr(e: ir.Expr) -> str:
     if isinstance(e, ir.Replicate):
         return f"{e.count} x {format_expr(e.value)}"
     if isinstance(e, ir.TypeExpr):
-        return _type(e)
+        return format_type(e)
     raise TypeError(f"cannot print {type(e).__name__}")
 
 

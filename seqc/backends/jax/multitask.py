@@ -101,7 +101,7 @@ class JaxMultiTaskModel:
         def total(params: dict) -> tuple[jax.Array, dict]:
             loss, out = jnp.zeros((), jnp.float32), {}
             for (t, model), key in zip(self.models.items(), keys, strict=True):
-                value, metrics = model._objective(params, arrays[t], key)
+                value, metrics = model.objective(params, arrays[t], key)
                 loss = loss + self.weights[t] * value
                 out[t] = metrics
             return loss, out

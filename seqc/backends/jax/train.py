@@ -68,7 +68,7 @@ class JaxModel:
         self._data_parallel = None
         if self.sharded is not None and data_parallel.applies(self.sharded):
             self._data_parallel = data_parallel.gradients(
-                self.sharded, self._objective, task.labels[1], task.per_sequence
+                self.sharded, self.objective, task.labels[1], task.per_sequence
             )
         if self.sharded is None:
             self._train_step = jax.jit(self._train_impl, donate_argnums=(0,))
@@ -130,7 +130,7 @@ class JaxModel:
         return named(run_graph(self.task.train_criterion, params, inputs, Ctx()))
 
     # ---------------------------------------------------------------- steps
-    def _objective(
+    def objective(
         self, params: dict, arrays: dict, rng: jax.Array, rows: tuple[Any, int] | None = None
     ) -> tuple:
         outputs = self.forward(params, arrays, rng, training=True, rows=rows)
@@ -141,7 +141,7 @@ class JaxModel:
         """The criterion's outputs and the gradient of its loss on the (global) batch."""
         if self._data_parallel is not None:
             return self._data_parallel(params, arrays, rng)
-        grad_fn = jax.value_and_grad(self._objective, has_aux=True)
+        grad_fn = jax.value_and_grad(self.objective, has_aux=True)
         (_, metrics), grads = grad_fn(params, arrays, rng)
         return metrics, grads
 
@@ -169,7 +169,7 @@ class JaxModel:
         each row-sparse table as its gathered rows (`seqc.backends.jax.lazy_rows`)."""
         rng, step_rng = jax.random.split(state["rng"])
         metrics, dense, rows = lazy_rows.gradients(
-            self._objective, self.lazy, state["params"], arrays, step_rng
+            self.objective, self.lazy, state["params"], arrays, step_rng
         )
         norm = jnp.sqrt(lazy_rows.norm_squared(dense, rows))
         if self.clip_norm > 0.0:

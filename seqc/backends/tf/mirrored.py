@@ -115,7 +115,7 @@ class MirroredTfModel(TfModel):
         )
         with distribution.scope():
             super().__init__(task, train, seed)
-            self._train_step = tf.function(self._mirrored_impl, reduce_retracing=True)
+            self.compiled_step = tf.function(self._mirrored_impl, reduce_retracing=True)
         self.replicas = int(distribution.num_replicas_in_sync)
         self._devices = list(distribution.extended.worker_devices)
         self._per_sequence = task.per_sequence
@@ -126,7 +126,7 @@ class MirroredTfModel(TfModel):
         if state["params"] is not self.params:
             raise ValueError("a TfModel steps only its own variables (pass model.state)")
         arrays, weights = self._split(batch.arrays)
-        return state, self._train_step(arrays, weights, tf.constant(lr, tf.float32))
+        return state, self.compiled_step(arrays, weights, tf.constant(lr, tf.float32))
 
     def count(self, mask: np.ndarray) -> int:
         """What the criterion divides a replica's total by: its real tokens, or its non-empty

@@ -95,12 +95,12 @@ class TfMultiTaskModel:
         if state["params"] is not self.params:
             raise ValueError("a TfMultiTaskModel steps only its own variables (pass model.state)")
         if self.sum:
-            arrays = {t: TfModel._arrays(b) for t, b in batches.items()}
+            arrays = {t: TfModel.batch_tensors(b) for t, b in batches.items()}
             rate = tf.constant(lr[next(iter(lr))], tf.float32)
             return state, self._sum_step(arrays, rate)
         ((task, batch),) = batches.items()
         model = self.models[task]
-        metrics = model._train_step(model._arrays(batch), tf.constant(lr[task], tf.float32))
+        metrics = model.compiled_step(model.batch_tensors(batch), tf.constant(lr[task], tf.float32))
         self.step.assign_add(1)
         return state, {task: metrics}
 

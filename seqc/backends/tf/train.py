@@ -93,7 +93,7 @@ class TfModel:
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
         fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
-        self._train_step = fn(self._train_impl)
+        self.compiled_step = fn(self._train_impl)
         self._eval_step = fn(self._eval_impl)
         self._logits = fn(self._logits_impl)
 
@@ -225,10 +225,10 @@ class TfModel:
         """One update of the variables in `state` (this model's own: it updates in place)."""
         if state["params"] is not self.params:
             raise ValueError("a TfModel steps only its own variables (pass model.state)")
-        return state, self._train_step(self._arrays(batch), tf.constant(lr, tf.float32))
+        return state, self.compiled_step(self.batch_tensors(batch), tf.constant(lr, tf.float32))
 
     def eval_step(self, params: dict[str, Any], batch: Any) -> dict[str, tf.Tensor]:
-        return self._eval_step(params, self._arrays(batch))
+        return self._eval_step(params, self.batch_tensors(batch))
 
     def logits(self, params: dict[str, Any], arrays: Mapping[str, np.ndarray]) -> tf.Tensor:
         return self._logits(params, {k: tf.convert_to_tensor(v) for k, v in arrays.items()})
@@ -238,5 +238,5 @@ class TfModel:
         return TfDecoder(self, params, bos, eos, pad)
 
     @staticmethod
-    def _arrays(batch: Any) -> dict[str, tf.Tensor]:
+    def batch_tensors(batch: Any) -> dict[str, tf.Tensor]:
         return {k: tf.convert_to_tensor(v) for k, v in batch.arrays.items()}

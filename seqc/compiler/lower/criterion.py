@@ -76,7 +76,7 @@ def cross_entropy(
     mask = b.input(MASK, TensorType("bool", positions))
     # Always a cast, even to the type the graph says it has: under a bfloat16 compute dtype the
     # model's "float32" values are bfloat16, and the criterion is computed in float32.
-    z32 = b._add("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
+    z32 = b.typed_op("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
     logp = b.log_softmax(z32)
     nll = b.unary("neg", b.take_along(logp, labels))
     per_token = nll

@@ -138,7 +138,7 @@ def _ctc_terms(
     z = b.input(names[0], logits)
     labels = b.input(names[1], TensorType("int32", (bsz, "L")))
     mask = b.input(names[2], TensorType("bool", (bsz, "L")))
-    z32 = b._add("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
+    z32 = b.typed_op("cast", (z,), {"dtype": "float32"}, TensorType("float32", logits.shape))
     # The real frames, read back from the folded logits (a padding frame's id 1 is FORCED), so
     # the op sees each utterance's own length: a transcript too long for it is its loss of 0.
     one = b.reshape(b.slice(z32, -1, 1, 2), (bsz, frames))

@@ -137,7 +137,7 @@ def lower_fused_cross_entropy(loss: CallValue, graph: Graph, span: Span | None =
         "smoothing": float(loss.args["label_smoothing"]),
         "rows": rows_per_chunk(int(vocab)) if isinstance(vocab, int) else MIN_ROWS,
     }
-    sums = b._add(OP, (*inputs, labels, m), attrs, TensorType("float32", (2,)))
+    sums = b.typed_op(OP, (*inputs, labels, m), attrs, TensorType("float32", (2,)))
     total = b.reshape(b.slice(sums, 0, 0, 1), ())
     nll_sum = b.reshape(b.slice(sums, 0, 1, 2), ())
     tokens = b.reduce("reduce_sum", m, every, keepdims=False)

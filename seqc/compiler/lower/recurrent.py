@@ -18,7 +18,7 @@ from seqc.spec.errors import CheckError
 def _body_param(body: GraphBuilder, main: GraphBuilder, full: str) -> int:
     p = main.graph.params[full]
     body.graph.params[full] = p
-    return body._add("param", (), {"name": full}, p.type)
+    return body.typed_op("param", (), {"name": full}, p.type)
 
 
 def _keep(body: GraphBuilder, m: int, new: int, old: int) -> int:

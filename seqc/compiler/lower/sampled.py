@@ -96,7 +96,7 @@ def lower_sampled(loss: CallValue, graph: Graph, span: Span | None = None) -> Gr
     ids = b.reshape(b.slice(cand, 0, 0, 1), (k,))
     log_e = b.reshape(b.slice(cand_log_e, 0, 0, 1), (k,))
     # Scores in float32 whatever the compute dtype (as the full criterion's cast).
-    h = b._add("cast", (h,), {"dtype": "float32"}, TensorType("float32", hidden_t.shape))
+    h = b.typed_op("cast", (h,), {"dtype": "float32"}, TensorType("float32", hidden_t.shape))
     w = b.shared_param(head.weight)
     s_y, s_k = _scores(b, h, w, head.vocab_axis, labels, ids, len(positions))
     if head.bias is not None:

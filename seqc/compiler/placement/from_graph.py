@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from seqc.compiler.cost import _FREE, op_flops, size
+from seqc.compiler.cost import FREE_KINDS, op_flops, size
 from seqc.compiler.graph import DTYPE_BYTES, Graph, Op
 from seqc.compiler.placement.problem import UNLIMITED, Comm, CommModel, Device, Edge, Node, Problem
 from seqc.spec.errors import UsageError
@@ -410,7 +410,9 @@ def estimated_seconds(
 
     f = op_flops(op, graph, dict(dims))
     moved = (
-        0 if op.kind in _FREE else nbytes(op.id) + sum(nbytes(u) for u in dict.fromkeys(op.inputs))
+        0
+        if op.kind in FREE_KINDS
+        else nbytes(op.id) + sum(nbytes(u) for u in dict.fromkeys(op.inputs))
     )
     return (1 + BACKWARD_FACTOR) * max(f / flops_s, moved / bw_s)
 

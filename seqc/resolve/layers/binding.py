@@ -27,9 +27,9 @@ Spans = dict[str, ir.Span | None]
 
 def param_type(t: ir.TypeExpr) -> Type:
     """The Type a user wrote for a param (`int`, `list[float]`); an error for tensor types."""
-    from seqc.spec.printer import _type
+    from seqc.spec.printer import format_type
 
-    text = _type(t)
+    text = format_type(t)
     parsed = parse_type(text)
     if parsed is not None:
         return parsed
