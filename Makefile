@@ -41,15 +41,17 @@ run: $(STAMP)
 		--run-dir runs/lm.shakespeare.quick/$$(date +%Y%m%d-%H%M%S) --prompt "To be, or not"
 
 # Two pytest workers, a test file each at a time (module fixtures are trained once): most of a
-# test's time is single-threaded tracing and compiling, so two cores halve much of it.
-# The 25 slowest tests are listed at the end: CI must stay under 20 minutes.
+# test's time is single-threaded tracing and compiling, so two cores halve much of it. XLA's
+# compiled programs are kept between runs in .cache/xla-tests (tests/support/xla_cache.py).
+# The 25 slowest tests are listed at the end: the suite must stay under 9 minutes.
 test: $(STAMP)
 	$(BIN)/ruff check seqc tests bench
 	$(BIN)/ruff format --check seqc tests bench
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 
-# The framework-free tests (front end, editor, compiler's planning, data readers), for the
-# edit loop: no ML framework is loaded, and the run fails if one is (tests/conftest.py).
+# The framework-free tests (tests/frontend and the framework-free files of tests/compiler,
+# tests/data and tests/project), for the edit loop: the other files are not even imported, and
+# the run fails if an ML framework is loaded (tests/conftest.py).
 test-fast: $(STAMP)
 	SEQC_TEST_FAST=1 $(BIN)/python -m pytest -n 2 -m "not framework" --durations=10
 
@@ -66,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/chaos.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .cache/xla-tests

@@ -2,10 +2,11 @@
 
 Why: the front end runs on every keystroke in an editor, on whatever text is there. Each case is
 a valid spec written from the catalogue, then damaged (tokens deleted, swapped and replaced,
-truncation, random bytes, nesting thousands deep, huge literals; see `tests/spec_fuzz.py`). A
-case passes when the front end succeeds or raises a `SeqcError` within `--limit` seconds; any
-other exception, or a hang, is a traceback. Every `--cli-every`-th case also runs the real CLI
-(`seqc check`, in-process), which must exit 0 or 2 and print no "Traceback".
+truncation, random bytes, nesting thousands deep, huge literals; see
+`tests/support/spec_fuzz.py`). A case passes when the front end succeeds or raises a
+`SeqcError` within `--limit` seconds; any other exception, or a hang, is a traceback. Every
+`--cli-every`-th case also runs the real CLI (`seqc check`, in-process), which must exit 0 or 2
+and print no "Traceback".
 
 Failing cases are minimized (lines, then characters, while the same exception is raised) and
 printed. The last lines are `name: value` pairs for tools to read:
@@ -25,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-for folder in (ROOT, ROOT / "tests"):  # run as a script from anywhere
+for folder in (ROOT, ROOT / "tests" / "support"):  # run as a script from anywhere
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

@@ -1,9 +1,10 @@
 """TF against JAX, in numbers: the figures the parity tests bound, measured.
 
 - forward: the largest normwise relative error of the TF interpreter's outputs against JAX's,
-  over every built-in layer kind and every example model (`tests/test_tf_parity.py`'s cases);
+  over every built-in layer kind and every example model (the cases of
+  `tests/backends/test_tf_parity.py`);
 - optimizer step: the largest normwise relative parameter difference after one training step
-  from the same params, over every optimizer case (`tests/test_tf_train_parity.py`);
+  from the same params, over every optimizer case (`tests/backends/test_tf_train_parity.py`);
 - loss curve: the largest relative difference of the losses of 50 steps of a tiny LM.
 
 Reuses the tests' cases and helpers, so it measures exactly what they check. Run
@@ -17,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "tests"):
+for path in (ROOT, ROOT / "tests" / "support", ROOT / "tests" / "backends"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
@@ -29,7 +30,7 @@ from lowering_helpers import compile_spec, params_of  # noqa: E402
 from seqc.compiler.config import TrainConfig  # noqa: E402
 from seqc.resolve.experiment import resolve  # noqa: E402
 from seqc.resolve.program import load_program  # noqa: E402
-from seqc.run.schedule import learning_rate  # noqa: E402
+from seqc.run.train.schedule import learning_rate  # noqa: E402
 
 
 def forward_error() -> float:

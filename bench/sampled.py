@@ -4,7 +4,7 @@ Why: the sampled criteria exist to make a large-vocabulary step cheap without lo
 This measures both on `examples/lm/zipf.seq` (a 2 x 256 Transformer LM, tied output layer,
 V = 95,644: every word of the train split, the tokenizer's cap being 100,004; K = 1024,
 unigram^0.75 proposal; the synthetic corpus of `seqc data prepare zipf`, whose perplexity floor
-is known), through seqc's own training loop (`seqc.run.train.train`:
+is known), through seqc's own training loop (`seqc.run.train.loop.train`:
 batches, candidates, the optimizer's dense update over V x d, all included), on JAX:
 
 - speed: tokens/s of each criterion's steady steps (the first log window, which compiles, is
@@ -43,7 +43,7 @@ def run(experiment: str, steps: int, log_every: int, folder: Path, eval_batches:
     """Train `experiment` for `steps` steps; its steady tokens/s and the dev figures."""
     from seqc.run.report import SilentReporter
     from seqc.run.session import open_session
-    from seqc.run.train import train
+    from seqc.run.train.loop import train
 
     overrides = [f"train.steps={steps}", f"train.log_every={log_every}",
                  f"train.checkpoint_every={steps}"]  # fmt: skip

@@ -50,7 +50,7 @@ ONE_THREAD = {
 
 
 def _free_ports(n: int) -> list[int]:
-    from seqc.run.launch import free_ports
+    from seqc.run.processes.launch import free_ports
 
     return free_ports(n)
 

@@ -20,7 +20,7 @@ Values crossing the contract are numpy arrays (weights by layer path, feeds and 
 opaque to the caller (a model's state, which only its backend reads). Configuration crosses it
 typed (`seqc.compiler.config`: `TrainConfig`, `DecodeConfig`), as `compile_task` built it, never
 as the resolved spec: a backend does not import `seqc.resolve`. Learning rates are computed on
-the host (`seqc.run.schedule`) and given to each step.
+the host (`seqc.run.train.schedule`) and given to each step.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ class Model(Protocol):
     def init(self, seed: int, given: Arrays | None = None) -> State:
         """A fresh state: params from `seqc.compiler.init` (the same on every backend), except
         those `given` (values known only from the data, such as a sampled loss's output bias,
-        `seqc.run.candidates`)."""
+        `seqc.run.train.candidates`)."""
         ...
 
     def with_params(self, params: Arrays) -> State:
@@ -308,7 +308,7 @@ class Backend(Protocol):
     def profile_op(self, graph: Graph, inputs: Arrays, reps: int) -> tuple[float, float]:
         """Median seconds of the forward pass, and of the backward pass (the gradient of the sum
         of the output with respect to every float input, less the forward), of a graph of one
-        op (`seqc.run.profile`), compiled as a training step compiles it, after warm-up."""
+        op (`seqc.run.devices.profile`), compiled as a training step compiles it, after warm-up."""
         ...
 
     def step_functions(self, program: StepProgram, params: Arrays) -> StepFunctions:

@@ -1,7 +1,7 @@
 """Commands about devices: `seqc place` (a training step placed on the spec's devices),
 `seqc profile` (each op of a step measured on this machine, for the placer) and `seqc
 calibrate` (this machine's device numbers for the placement cost model). The work is
-`seqc.run.place`, `seqc.run.profile` and `seqc.run.calibrate`."""
+`seqc.run.devices.place`, `seqc.run.devices.profile` and `seqc.run.devices.calibrate`."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def place_cmd(
 ) -> None:
     """Place a training step on the experiment's devices with a Baechi placer; prints memory
     and busy time per device and the step time against its lower bound."""
-    from seqc.run.place import place_experiment
+    from seqc.run.devices.place import place_experiment
 
     place_experiment(
         spec,
@@ -106,7 +106,7 @@ def profile_cmd(
 ) -> None:
     """Measure each op of a training step (forward and backward) on this machine's device;
     write the table `seqc place --profile` plans with."""
-    from seqc.run.profile import profile_experiment, summary
+    from seqc.run.devices.profile import profile_experiment, summary
 
     on_op = _op_line if err.is_terminal else None
     profiled = profile_experiment(
@@ -143,7 +143,7 @@ def calibrate_cmd(
 ) -> None:
     """Measure this machine's flops, memory bandwidth, and link and latency between two logical
     devices, and print a device line for a distribution block."""
-    from seqc.run.calibrate import described, measure
+    from seqc.run.devices.calibrate import described, measure
 
     err.print("measuring (matmul, memory copy, transfers between two logical CPUs) ...")
     m = measure(quick)

@@ -1,7 +1,8 @@
 """`seqc eval`: score a run's checkpoint, or an exported translator, on a split.
 
-The work is `seqc.run.evaluation.evaluate_checkpoint` (and `seqc.run.scoring.artifact_eval` for
-`--artifact`): figures on stdout, which weights were scored and sample decodings on stderr.
+The work is `seqc.run.scoring.checkpoint_eval.evaluate_checkpoint` (and
+`seqc.run.scoring.artifact_eval` for `--artifact`): figures on stdout, which weights were scored
+and sample decodings on stderr.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from seqc.cli.options import (
     TaskOpt,
     TokenizerCacheOpt,
 )
-from seqc.run.evaluation import evaluate_checkpoint
-from seqc.run.restore import artifact_task, run_backend
+from seqc.run.scoring.checkpoint_eval import evaluate_checkpoint
 from seqc.run.session import open_session, open_sessions
+from seqc.run.weights.restore import artifact_task, run_backend
 from seqc.spec.errors import UsageError
 
 DEV_LIMIT = 200

@@ -5,7 +5,7 @@ framework, so an editor or a lint step stays light. A command that needs more (`
 backend, `export` needs ONNX) meets an `ImportError` deep in a library; the command line's guard
 turns it into one line that names the extra, exit 2, as for any other input the user can fix.
 The table below is the only place that knows which package comes with which extra; keep it in
-step with `[project.optional-dependencies]` in pyproject.toml (tests/test_extras.py checks it).
+step with `[project.optional-dependencies]` in pyproject.toml (`test_extras.py` checks it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 They read a spec and print what it says; none trains or loads a framework. `check` and `fmt`
 run on every save in an editor, so this module imports nothing heavy: each command imports
-what it needs when it runs (`tests/test_cli_lazy.py` keeps numpy, JAX and TensorFlow out of
+what it needs when it runs (`tests/frontend/test_cli_lazy.py` keeps numpy, JAX and TensorFlow out of
 `seqc check`).
 """
 

@@ -1,5 +1,5 @@
 """`seqc launch -n N [--ps K] -- train FILE -e EXP ...`: a seqc command run as a group of local
-processes (`seqc.run.launch`), exiting as the group's first failure did."""
+processes (`seqc.run.processes.launch`), exiting as the group's first failure did."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import typer
 
 from seqc.cli.console import ConsoleReporter
 from seqc.cli.guard import guarded
-from seqc.run.launch import GRACE_S, launch
+from seqc.run.processes.launch import GRACE_S, launch
 
 
 @guarded

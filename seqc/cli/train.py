@@ -1,6 +1,6 @@
 """`seqc train`: train an experiment, in one process or as one of a group.
 
-The work is `seqc.run.train.train`; this command joins the run's processes (`seqc launch`, or
+The work is `seqc.run.train.loop.train`; this command joins the run's processes (`seqc launch`, or
 flags, or a cluster's environment), opens the session, says what is trained on which backend,
 and prints the dev figures around the run and a decoded sample. Process 0 speaks for the group.
 A run stopped by a signal exits 130 or 143 with the command line that resumes it.
@@ -21,12 +21,13 @@ from seqc.backends.api import Cluster
 from seqc.cli.console import ConsoleReporter, err, out
 from seqc.cli.guard import guarded
 from seqc.cli.options import BackendOpt, ExpOpt, FileArg, RunDirOpt, SetOpt, TokenizerCacheOpt
-from seqc.run.cluster import cluster_from
-from seqc.run.interrupt import Interrupted
+from seqc.run.processes.cluster import cluster_from
 from seqc.run.scoring.evaluate import headline
 from seqc.run.session import MultiTaskSession, open_training
-from seqc.run.train import CheckpointNoSpace, train
-from seqc.run.train_checks import check_strategy
+from seqc.run.train.checks import check_strategy
+from seqc.run.train.failures import CheckpointNoSpace
+from seqc.run.train.interrupt import Interrupted
+from seqc.run.train.loop import train
 
 
 @guarded

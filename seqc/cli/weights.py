@@ -1,6 +1,6 @@
 """Commands on trained weights: `seqc convert` (into the other backend's format) and `seqc
-average` (the mean of a run's last checkpoints). The work is `seqc.run.convert` and
-`seqc.run.average`; the results load with --checkpoint in eval, decode and export."""
+average` (the mean of a run's last checkpoints). The work is `seqc.run.weights.convert` and
+`seqc.run.weights.average`; the results load with --checkpoint in eval, decode and export."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import typer
 from seqc.backends.registry import title
 from seqc.cli.console import err, out
 from seqc.cli.guard import guarded
-from seqc.run.average import average
-from seqc.run.convert import convert_weights
+from seqc.run.weights.average import average
+from seqc.run.weights.convert import convert_weights
 
 
 @guarded

@@ -122,7 +122,7 @@ def _convert(value: object, hint: object) -> object:
 
 @dataclass(frozen=True)
 class ScheduleConfig(KindConfig, namespace="schedule"):
-    """A learning rate as a function of the update count (`seqc.run.schedule` computes it on
+    """A learning rate as a function of the update count (`seqc.run.train.schedule` computes it on
     the host, so every backend steps with the same rates)."""
 
 

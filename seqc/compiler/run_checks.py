@@ -4,7 +4,7 @@
 train` call these same functions: a spec that `check` passes is one that `train` does not
 refuse for a reason the spec states. What needs the run itself (the backend, the processes of
 a cluster, the devices that really exist) or the data (a vocabulary a tokenizer learns) stays
-with the run (`seqc.run.train_checks`), and so does what needs the model lowered
+with the run (`seqc.run.train.checks`), and so does what needs the model lowered
 (`seqc.compiler.check` runs those where the model lowers without data).
 
 Every refusal is at the value that asked for it: the spec line, or the `--set` on the command

@@ -3,7 +3,7 @@
 The transformation built here stops short of the learning rate: it turns gradients into a
 descent direction (Adam's normalised moments, SGD's momentum trace, ...), and the training step
 applies `params - lr * direction` with the learning rate the host computed for this step
-(`seqc.run.schedule`). Schedules are thus written once for every backend; optax's own
+(`seqc.run.train.schedule`). Schedules are thus written once for every backend; optax's own
 `scale_by_learning_rate` is exactly that product, so the steps are optax's.
 """
 

@@ -8,7 +8,7 @@ the same hyperparameters would train another model. Each rule below names the op
 transformation it mirrors; keep them in step with `seqc.backends.jax.optim`.
 
 As on JAX, the rule stops short of the learning rate: `apply` takes the rate the host computed
-for this step (`seqc.run.schedule`), so schedules exist once.
+for this step (`seqc.run.train.schedule`), so schedules exist once.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class PsModel(TfModel):
         if step is None:
             step = int(self.step.numpy())
         self._next, self._local = step + 1, None
-        args = (self._arrays(batch), tf.constant(lr, tf.float32), tf.constant(step, tf.int32))
+        args = (self.batch_tensors(batch), tf.constant(lr, tf.float32), tf.constant(step, tf.int32))
         with translated():
             remote = self.link.coordinator.schedule(self._worker_step, args=args)
         return state, {k: Metric(remote, i) for i, k in enumerate(METRICS)}

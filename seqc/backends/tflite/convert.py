@@ -39,7 +39,7 @@ The four modes (`QUANTIZE`):
   the range of the rows calibration read, once per use. Attention masks written as a -1e9
   score (`seqc.compiler.lower.attention.NEG_INF`) make the int8 range of the softmax input
   [-1e9, max], so real scores collapse to a step or two: Transformer int8 logits are coarse
-  (tests/test_tflite_convert.py has the numbers) until the mask is a moderate value.
+  (tests/backends/test_tflite_convert.py has the numbers) until the mask is a moderate value.
 
 Recurrent layers: their scan (`seqc.backends.tf.scan`) is a `tf.while_loop` writing a
 TensorArray. The WHILE loop itself becomes a builtin, but TFLite lowers TensorArray ops to

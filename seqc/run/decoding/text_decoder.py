@@ -15,6 +15,7 @@ from seqc.compiler.config import DecodeConfig
 if TYPE_CHECKING:
     from seqc.backends.api import Generator, Model
     from seqc.data.audio import WavSource
+    from seqc.data.tokenizers import Tokenizer
     from seqc.run.export.artifact import Artifact
     from seqc.run.scoring.transcribe import Transcriber
     from seqc.run.session import Session
@@ -26,8 +27,8 @@ class TextDecoder:
     a speech model's `transcriber` turns audio into text (its `decoder` is None for CTC)."""
 
     decoder: Generator | None
-    tokenizer: Any
-    target_tokenizer: Any
+    tokenizer: Tokenizer
+    target_tokenizer: Tokenizer
     task: str
     strategy: DecodeConfig | None
     """None only for a speech model whose task names no `decode` (its transcriber's own)."""
@@ -108,7 +109,7 @@ def from_artifact(artifact: Artifact) -> TextDecoder:
     return TextDecoder(dec, tok, ttok, m["task_kind"], strategy)
 
 
-def artifact_transcriber(artifact: Artifact, tok: Any) -> TextDecoder:
+def artifact_transcriber(artifact: Artifact, tok: Tokenizer) -> TextDecoder:
     """A speech artifact's transcriber: CTC frame logits in one pass, or an attention decoder
     stepping over its encoder's output; wav files at the sample rate the manifest records."""
     from seqc.run.decoding.forced import one_pass

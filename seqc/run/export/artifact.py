@@ -31,6 +31,7 @@ from seqc.compiler.step_signature import StepSignature
 from seqc.spec.errors import FileError
 
 if TYPE_CHECKING:  # a session is only read here; decoding an artifact alone needs none
+    from seqc.data.tokenizers import Tokenizer
     from seqc.run.session import Session
 
 MANIFEST = "manifest.json"
@@ -96,7 +97,7 @@ class Artifact:
     def signature(self) -> StepSignature:
         return StepSignature.from_json(self.manifest["step"])
 
-    def tokenizers(self) -> tuple[Any, Any]:
+    def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         from seqc.data.tokenizers import load_tokenizer
 
         source = load_tokenizer(self.path / "tokenizer" / "source")

@@ -5,11 +5,12 @@ anything is built, and the folder each goes to.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from seqc.backends import registry
 from seqc.run.session import Session
 from seqc.spec.errors import UsageError
+from seqc.spec.ir import Span
 
 
 class Job(NamedTuple):
@@ -31,7 +32,7 @@ def plan(
     quantize: list[str],
     normalize: bool = True,
     keep_float: tuple[str, ...] = (),
-    span: Any = None,
+    span: Span | None = None,
 ) -> list[Job]:
     """The artifacts to build; a pair a format has no mode for is an error. `keep_float` goes
     to the TFLite int8 artifacts among them, and is an error when there is none (`span`:
@@ -85,7 +86,7 @@ def from_spec(session: Session) -> list[Job]:
     return out
 
 
-def check_layers(session: Session, layers: tuple[str, ...], span: Any = None) -> None:
+def check_layers(session: Session, layers: tuple[str, ...], span: Span | None = None) -> None:
     """Every name in `layers` is a layer of the task's model (a path such as `frontend` or
     `encoder.0`, as `seqc show --graph` lists them)."""
     known = {op.layer for op in session.graph.ops if op.layer}

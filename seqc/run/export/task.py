@@ -13,8 +13,8 @@ from seqc.run.export.build import Row, export_one
 from seqc.run.export.context import Context, prepare
 from seqc.run.export.plan import Job, folder_name
 from seqc.run.report import PlainReporter, Reporter
-from seqc.run.restore import checked_weights
 from seqc.run.session import Session
+from seqc.run.weights.restore import checked_weights
 
 
 @dataclass(frozen=True)

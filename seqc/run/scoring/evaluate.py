@@ -19,6 +19,7 @@ from typing import Any
 
 from seqc.backends.api import Model, fetch
 from seqc.compiler.lower.sampled import SAMPLED, variant
+from seqc.resolve.values import CallValue
 
 NORMALIZATION = ("logz_sum", "logz_sq_sum", "raw_nll_sum")
 
@@ -48,7 +49,7 @@ def evaluate(model: Model, params: Any, pipeline: Any, split: str, max_batches: 
     return scores
 
 
-def self_normalized(loss: Any) -> bool:
+def self_normalized(loss: CallValue) -> bool:
     """Whether a loss trains exp(s) to be the probability itself (NCE, SNIS B)."""
     return variant(loss) in ("nce", "normalizing") if loss.kind in SAMPLED else False
 

@@ -34,6 +34,8 @@ from seqc.run.scoring.wer import error_rates
 
 if TYPE_CHECKING:
     from seqc.backends.api import Generator, Model
+    from seqc.data.pipeline import InputPipeline
+    from seqc.data.tokenizers import Tokenizer
 
 Logits = Callable[[Mapping[str, np.ndarray]], Any]
 """A CTC model's forward: the batch's arrays -> frame logits [B, F, V]."""
@@ -105,7 +107,7 @@ class Transcriber:
     one place `seqc decode --input utt.wav` and the sample after training turn audio into
     words, so a checkpoint and its artifacts transcribe a file the same way."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     strategy: DecodeConfig | None
     logits: Logits | None = None
     decoder: Generator | None = None
@@ -139,7 +141,11 @@ class Transcriber:
 
 
 def transcribe_ctc(
-    logits: Logits, pipeline: Any, split: str, strategy: DecodeConfig | None, limit: int = 0
+    logits: Logits,
+    pipeline: InputPipeline,
+    split: str,
+    strategy: DecodeConfig | None,
+    limit: int = 0,
 ) -> tuple[list[str], list[str]]:
     """Hypotheses and references for the first `limit` utterances of `split` (all if 0)."""
     kind, width = ctc_strategy(strategy)
@@ -163,7 +169,7 @@ def transcribe_ctc(
 
 
 def transcribe_attention(
-    decoder: Generator, pipeline: Any, split: str, strategy: DecodeConfig, limit: int = 0
+    decoder: Generator, pipeline: InputPipeline, split: str, strategy: DecodeConfig, limit: int = 0
 ) -> tuple[list[str], list[str]]:
     """The same for an attention decoder: each utterance's audio is the decoder's source."""
     tok = pipeline.target_tokenizer
@@ -190,7 +196,7 @@ def score_transcripts(hyps: list[str], refs: list[str]) -> dict[str, Any]:
 def score_model(
     model: Model,
     params: Any,
-    pipeline: Any,
+    pipeline: InputPipeline,
     split: str,
     strategy: DecodeConfig | None,
     limit: int = 0,

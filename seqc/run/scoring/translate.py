@@ -15,9 +15,11 @@ from typing import Any
 from seqc.backends.api import Generator
 from seqc.compiler.config import DecodeConfig
 from seqc.compiler.signature import buffer_length
+from seqc.data.pipeline import InputPipeline
+from seqc.data.tokenizers import Tokenizer
 
 
-def source_ids(tokenizer: Any, text: str, bound: int) -> list[int]:
+def source_ids(tokenizer: Tokenizer, text: str, bound: int) -> list[int]:
     """A source sentence as the model reads it: at most `bound - 1` tokens, EOS, then pad to
     the decode buffer's multiple (one compiled program per bucket, not per length)."""
     ids = [*tokenizer.encode(text)[: bound - 1], tokenizer.eos_id]
@@ -48,7 +50,7 @@ def corpus_scores_signed(
 
 def score_translations(
     decoder: Generator,
-    pipeline: Any,
+    pipeline: InputPipeline,
     strategy: DecodeConfig,
     split: str = "dev",
     limit: int = 0,

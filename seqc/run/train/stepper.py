@@ -1,0 +1,113 @@
+"""What the training loop steps: one task's model, or the tasks of a multi-task model in their mix.
+
+The loop (`seqc.run.train.loop`) is written once over this seam: `batches(start)` gives, for
+each step from `start`, the batch of every task that step trains (by task name), and `step`
+takes the update. A single task is the mix of one task at every step; a multi-task run draws
+its tasks from the mix (`seqc.run.train.mix`), each task reading its own input pipeline from its
+own position, so a resumed run continues every pipeline exactly where it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from seqc.backends.api import Model, MultiTaskModel
+from seqc.run.session import MultiTaskSession, Session
+from seqc.run.train.candidates import Candidates, candidates_for
+from seqc.run.train.mix import Mix
+
+Warn = Callable[[str], None]
+
+
+@dataclass
+class Unit:
+    """One task as the loop evaluates it: its session, its model (a view of a joint one), and
+    the params it reads out of the whole state's."""
+
+    session: Session
+    model: Model
+    params: Callable[[Any], Any]
+
+    @property
+    def has_dev(self) -> bool:
+        return "dev" in self.session.pipeline.splits
+
+
+class TaskSteps:
+    """The steps of a one-task run."""
+
+    def __init__(self, session: Session, model: Model, seed: int, warn: Warn) -> None:
+        self.session, self.model = session, model
+        self.candidates = candidates_for(session.compiled, session.pipeline, seed, warn=warn)
+        self.units = {session.task: Unit(session, model, lambda p: p)}
+        self.several = False
+
+    def initial(self) -> dict[str, Any]:
+        """Initial values known only from the data (a sampled loss's output bias)."""
+        return {} if self.candidates is None else self.candidates.initial(self.session.compiled)
+
+    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+        step = start
+        for batch in self.session.pipeline.batches("train", start_step=start):
+            if self.candidates is not None:  # a sampled loss: the step's candidate words
+                batch = self.candidates.attach(batch, step)
+            yield {self.session.task: batch}
+            step += 1
+
+    def step(
+        self, state: Any, batches: Mapping[str, Any], rate: float
+    ) -> tuple[Any, dict[str, Any]]:
+        ((task, batch),) = batches.items()
+        state, metrics = self.model.train_step(state, batch, rate)
+        return state, {task: metrics}
+
+
+class MultiTaskSteps:
+    """The steps of a multi-task run: each step's tasks from the mix, each task's batch from its
+    own pipeline, each task's learning rate scaled by its `lr_scale`."""
+
+    def __init__(
+        self, joint: MultiTaskSession, model: MultiTaskModel, mix: Mix, seed: int, warn: Warn
+    ) -> None:
+        self.joint, self.model, self.mix = joint, model, mix
+        self.candidates: dict[str, Candidates | None] = {
+            t: candidates_for(s.compiled, s.pipeline, seed, warn=warn)
+            for t, s in joint.sessions.items()
+        }
+        self.units = {
+            t: Unit(s, model.view(t), lambda p, t=t: model.task_params(t, p))
+            for t, s in joint.sessions.items()
+        }
+        self.several = True
+
+    def initial(self) -> dict[str, Any]:
+        given: dict[str, Any] = {}
+        for t, c in self.candidates.items():
+            if c is not None:
+                given |= c.initial(self.joint.sessions[t].compiled)
+        return given
+
+    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+        position = self.mix.positions(start)
+        streams = {
+            t: s.pipeline.batches("train", start_step=position[t])
+            for t, s in self.joint.sessions.items()
+        }
+        for picks in self.mix.schedule(start):
+            out = {}
+            for t in picks:
+                batch = next(streams[t])
+                candidates = self.candidates[t]
+                if candidates is not None:
+                    batch = candidates.attach(batch, position[t])
+                position[t] += 1
+                out[t] = batch
+            yield out
+
+    def step(
+        self, state: Any, batches: Mapping[str, Any], rate: float
+    ) -> tuple[Any, dict[str, Any]]:
+        rates = {t: rate * self.mix.lr_scale[t] for t in batches}
+        return self.model.train_step(state, batches, rates)

@@ -1,0 +1,231 @@
+"""A JAX run of several processes (`seqc launch`, `jax.distributed` over localhost): it trains as
+one process with the same global batch; it resumes exactly with the same process count, and
+with another one (two to one here; `test_spmd` reshards across meshes); a process that dies
+stops the group, and the group resumes from the last checkpoint to the parameters of an
+uninterrupted run; SIGTERM stops every process at one step with one checkpoint.
+
+Every group runs on 127.0.0.1 with ports the launcher picks, under a timeout, and the test kills
+whatever it started if anything goes wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from child_processes import children, no_strays  # noqa: F401 (an autouse fixture)
+from shared_runs import LmRuns
+from tiny_specs import LM_SPEC, lm_corpus
+from typer.testing import CliRunner
+
+from seqc.backends.weights import read_weights
+from seqc.cli import app
+from seqc.run.processes.cluster import cluster_from
+from seqc.spec.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+MESH2 = ["--set", "distribution.mesh={data: 2}"]
+LONG_STEPS = 200
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=40"]
+"""Long enough (a few seconds) to stop it midway, with checkpoints to resume from."""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("multiprocess")
+    lm_corpus(folder)
+    common = (ROOT / "examples" / "common" / "transformer.seq").as_posix()
+    (folder / "lm.seq").write_text(LM_SPEC.format(common=common))
+    return folder
+
+
+def _train(folder: Path, run: str, *extra: str) -> list[str]:
+    spec = str(folder / "lm.seq")
+    cache = str(folder / "cache")
+    return ["train", spec, "-e", "tiny", "--cache-dir", cache, "--no-progress",
+            "--run-dir", str(folder / run), *extra]  # fmt: skip
+
+
+def _launch(args: list[str], n: int = 2, *, grace: float = 5.0) -> subprocess.Popen:
+    command = [sys.executable, "-m", "seqc.cli", "launch", "-n", str(n), "--grace", str(grace)]
+    return subprocess.Popen(
+        [*command, "--", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        _kill_group(proc)
+    return proc.returncode, out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """The launcher and its processes (each in its own session), whatever state they are in."""
+    for pid in [*children(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _rank(launcher: int, rank: int) -> int:
+    for pid in children(launcher):
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"SEQC_PROCESS_ID={rank}".encode() in env:
+            return pid
+    raise AssertionError(f"no rank {rank} under the launcher")
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            code, out = _finish(proc, 5)
+            raise AssertionError(f"{path} never appeared (exit {code}):\n{out[-3000:]}")
+        time.sleep(0.05)
+
+
+def _losses(run: Path) -> list[float]:
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r["loss"] for r in records if r["split"] == "train"]
+
+
+def _final_params(run: Path) -> dict[str, np.ndarray]:
+    weights = read_weights(run / "checkpoints")
+    assert weights.step == LONG_STEPS
+    return weights.params
+
+
+@pytest.fixture(scope="module")
+def straight(folder: Path) -> Path:
+    """The uninterrupted 2-process run the stopped ones must end equal to."""
+    code, out = _finish(_launch(_train(folder, "straight", *MESH2, *LONG)))
+    assert code == 0, out[-3000:]
+    return folder / "straight"
+
+
+@pytest.fixture(scope="module")
+def one(folder: Path, lm_runs: LmRuns) -> list[float]:
+    """The losses of 20 steps of one process on one device: the session's run of this spec."""
+    return _losses(lm_runs.copy(folder / "one"))
+
+
+def test_two_processes_train_as_one(folder: Path, straight: Path, one: list[float]) -> None:
+    """The first 20 steps of the 2-process run are one process's (the schedule and the data
+    order do not depend on the run's length)."""
+    two = _losses(straight)
+    assert len(one) == 20 and len(two) == LONG_STEPS
+    for x, y in zip(one, two[:20], strict=True):
+        assert abs(x - y) <= 1e-5 * abs(x), (one, two[:20])
+    topology = json.loads((straight / "run.json").read_text())["topology"]
+    assert topology == {"backend": "jax", "processes": 2, "mesh": {"data": 2}, "strategy": "spmd"}
+
+
+def test_a_run_resumes_on_another_process_count(folder: Path, one: list[float]) -> None:
+    """Two processes to step 10, then one to 20: the checkpoint is resharded on restore, and
+    the losses are one process's throughout (to the reduction order)."""
+    code, out = _finish(_launch(_train(folder, "mixed", *MESH2, "--set", "train.steps=10")))
+    assert code == 0, out[-3000:]
+    assert "backend: jax, 2 processes" in out and out.count("dev perplexity after") == 1
+    single = subprocess.run(
+        [sys.executable, "-m", "seqc.cli", *_train(folder, "mixed"), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert "resumed from step 10" in single.stderr
+    mixed = _losses(folder / "mixed")
+    assert len(mixed) == 20
+    for x, y in zip(one, mixed, strict=True):
+        assert abs(x - y) <= 1e-5 * abs(x), (one, mixed)
+
+
+def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
+    folder: Path, straight: Path
+) -> None:
+    proc = _launch(_train(folder, "killed", *MESH2, *LONG))
+    _wait_for(folder / "killed" / "checkpoints" / "80", proc)
+    os.kill(_rank(proc.pid, 1), signal.SIGKILL)
+    code, out = _finish(proc, 120)
+    assert code == 128 + signal.SIGKILL, out[-3000:]
+    assert "rank 1 was killed by SIGKILL; its last lines:" in out
+    assert "[process-lost]" in out and "Traceback" not in out, out  # rank 0 says why
+    code, out = _finish(_launch(_train(folder, "killed", *MESH2, *LONG, "--resume")))
+    assert code == 0, out[-3000:]
+    resumed_from = int(out.split("resumed from step ")[1].split()[0])
+    assert resumed_from >= 80
+    a, b = _final_params(straight), _final_params(folder / "killed")
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_sigterm_checkpoints_every_process_at_one_step(folder: Path, straight: Path) -> None:
+    proc = _launch(_train(folder, "preempted", *MESH2, *LONG))
+    try:
+        _wait_for(folder / "preempted" / "checkpoints" / "40", proc)
+        # the lock covers the group: another run may not write to its directory meanwhile
+        other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG))
+        assert other.exit_code == 2 and "run-locked" in other.output, other.output
+    except BaseException:
+        _kill_group(proc)
+        raise
+    proc.send_signal(signal.SIGTERM)
+    code, out = _finish(proc, 120)
+    assert code == 128 + signal.SIGTERM, out[-3000:]
+    assert "[rank 1] SIGTERM: stopping" in out and "[rank 0] SIGTERM: stopping" in out
+    assert "stopped by SIGTERM: every process was asked to checkpoint and stop" in out
+    assert "resume with: seqc launch -n 2 -- train" in out
+    stopped = int(out.split("stopped by SIGTERM at step ")[1].split(":")[0])
+    steps = sorted(int(p.name) for p in (folder / "preempted" / "checkpoints").iterdir())
+    assert steps[-1] == stopped  # one checkpoint, at the step every process stopped after
+    code, out = _finish(_launch(_train(folder, "preempted", *MESH2, *LONG, "--resume")))
+    assert code == 0, out[-3000:]
+    assert f"resumed from step {stopped}" in out
+    a, b = _final_params(straight), _final_params(folder / "preempted")
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_a_process_finds_its_place_in_the_cluster() -> None:
+    assert cluster_from(env={}).num_processes == 1
+    flags = cluster_from("10.0.0.1:1234", 4, 3, env={})
+    assert (flags.process_id, flags.num_processes, flags.coordinator) == (3, 4, "10.0.0.1:1234")
+    env = {"SEQC_COORDINATOR": "h:1", "SEQC_NUM_PROCESSES": "2", "SEQC_PROCESS_ID": "1"}
+    assert cluster_from(env=env).process_id == 1 and not cluster_from(env=env).primary
+    tf_config = {
+        "cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"], "ps": ["d:1"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    worker = cluster_from(env={"TF_CONFIG": json.dumps(tf_config)})
+    assert (worker.process_id, worker.num_processes, worker.role) == (2, 4, "worker")
+    assert not worker.primary
+    tf_config["task"] = {"type": "chief", "index": 0}
+    assert cluster_from(env={"TF_CONFIG": json.dumps(tf_config)}).primary
+    slurm = cluster_from(env={"SLURM_NTASKS": "8", "SLURM_PROCID": "5"})
+    assert (slurm.process_id, slurm.num_processes, slurm.coordinator) == (5, 8, None)
+    for bad in ({"TF_CONFIG": "{"}, {"SEQC_NUM_PROCESSES": "two"}):
+        with pytest.raises(UsageError, match=r"TF_CONFIG|whole number"):
+            cluster_from(env=bad)
+    with pytest.raises(UsageError, match="process 4 of 4 does not exist"):
+        cluster_from("h:1", 4, 4, env={})
+    with pytest.raises(UsageError, match="HOST:PORT"):
+        cluster_from("nohost", 2, 0, env={})
+
+
+def test_launch_needs_a_command() -> None:
+    result = CliRunner().invoke(app, ["launch", "-n", "2"])
+    assert result.exit_code == 2 and "missing-command" in result.output

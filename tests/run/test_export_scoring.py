@@ -1,0 +1,133 @@
+"""Scoring exports (`normalize = false`): an artifact that returns the raw score of a given next
+token, one output row per token, for a self-normalised model. Its scores equal the trained
+model's logits at the labels (ONNX and TFLite, tied and untied output layers), the manifest says
+what the output means, the spec's `export { }` block asks for it, and the refusals are located.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tiny_specs import spec_with
+from typer.testing import CliRunner
+
+from seqc.backends import registry
+from seqc.backends.jax.ops import run_graph
+from seqc.backends.weights import match_params, read_weights
+from seqc.cli import app
+from seqc.compiler.scoring import SCORE_INPUT, scoring_graph
+from seqc.compiler.step_signature import StepSignature
+from seqc.run.decoding.forced import teacher_forced
+from seqc.run.session import open_session
+
+runner = CliRunner()
+
+
+def _trained(folder: Path, loss: str, tied: bool = True) -> list[str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = spec_with(folder, loss)
+    if not tied:
+        spec.write_text(
+            spec.read_text().replace("Softmax(vocab, d, tie = embed)", "Softmax(vocab, d)")
+        )
+    base = [str(spec), "-e", "tiny", "--cache-dir", str(folder / "cache")]
+    args = ["train", *base, "--run-dir", str(folder / "run"), "--no-progress"]
+    result = runner.invoke(app, [*args, "--set", "train.steps=6"])
+    assert result.exit_code == 0, result.output
+    return base
+
+
+@pytest.fixture(scope="module")
+def nce_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
+    folder = tmp_path_factory.mktemp("nce")
+    return _trained(folder, "nce(16)"), folder
+
+
+def test_the_scoring_graph_scores_the_labels_as_the_logits_do(tmp_path: Path) -> None:
+    for tied in (True, False):
+        spec = spec_with(tmp_path, "snis(16)")
+        if not tied:
+            spec.write_text(spec.read_text().replace(", tie = embed", ""))
+        session = open_session(spec, "tiny", cache_dir=tmp_path / "cache")
+        graph = session.graph
+        model = registry.backend("jax").model(session.compiled, session.train_config)
+        params = model.init(0)["params"]
+        batch = next(session.pipeline.batches("dev"))
+        logits = np.asarray(model.logits(params, batch.arrays))
+        scored = scoring_graph(graph)
+        feeds = {"ids": batch.arrays["inputs"], SCORE_INPUT: batch.arrays["targets"]}
+        (scores,) = run_graph(scored, params, feeds)
+        expected = np.take_along_axis(logits, batch.arrays["targets"][..., None], -1)[..., 0]
+        np.testing.assert_allclose(np.asarray(scores), expected, atol=1e-5)
+        vocab = logits.shape[-1]  # no value of the scoring graph runs over the vocabulary
+        assert all(vocab not in op.type.shape for op in scored.ops if op.kind != "param")
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_scoring_artifacts_match_the_model_and_say_what_they_score(
+    tmp_path: Path, tied: bool
+) -> None:
+    base = _trained(tmp_path, "nce(16)", tied)
+    out = tmp_path / "out"
+    args = ["export", *base, "--run-dir", str(tmp_path / "run"), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--format", "onnx", "--format", "tflite", "--no-normalize"])
+    assert result.exit_code == 0, result.output
+    assert "raw_perplexity" in result.output and "onnx score" in result.output
+    session = open_session(Path(base[0]), "tiny", cache_dir=Path(base[-1]))
+    model = registry.backend("jax").model(session.compiled, session.train_config)
+    weights = read_weights(tmp_path / "run")
+    batch = {
+        k: np.asarray(v)[:4, :20] for k, v in next(session.pipeline.batches("dev")).arrays.items()
+    }
+    params = match_params(session.graph, weights)
+    logits = np.asarray(model.logits(model.with_params(params)["params"], batch))
+    expected = np.take_along_axis(logits, batch["targets"][..., None], -1)[..., 0]
+    for fmt in ("onnx", "tflite"):
+        folder = out / f"{fmt}-none-score"
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["scoring"]["normalize"] is False
+        assert manifest["scoring"]["input"] == SCORE_INPUT and manifest["outputs"][0] == "score"
+        assert manifest["inputs"][SCORE_INPUT][0] == ["B", 1]
+        sig = StepSignature.from_json(manifest["step"])
+        fns = registry.artifact_format(fmt).runtime(folder, sig)
+        np.testing.assert_allclose(teacher_forced(fns, sig, batch), expected, atol=1e-4)
+    result = runner.invoke(
+        app, ["decode", *base, "--artifact", str(out / "onnx-none-score"), "--input", "-"],
+        input="abc\n",
+    )  # fmt: skip
+    assert result.exit_code == 2 and "scoring-artifact" in result.output
+
+
+def test_the_spec_export_block_asks_for_a_scoring_artifact(
+    nce_run: tuple[list[str], Path],
+) -> None:
+    base, folder = nce_run
+    spec = Path(base[0])
+    text = spec.read_text().replace(
+        "    checkpoint_every = 10\n  }",
+        "    checkpoint_every = 10\n  }\n  export {\n    onnx(normalize = false)\n  }",
+    )
+    spec.write_text(text)
+    out = folder / "from-spec"
+    args = ["export", *base, "--run-dir", str(folder / "run"), "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == ["onnx-none-score"]
+
+
+def test_refusals_are_located(tmp_path: Path, nce_run: tuple[list[str], Path]) -> None:
+    base = _trained(tmp_path, "cross_entropy()")
+    out = tmp_path / "out"
+    args = ["export", *base, "--run-dir", str(tmp_path / "run"), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--no-normalize"])
+    assert result.exit_code == 2, result.output
+    assert "not-self-normalised" in result.output and "lm.seq:" in result.output
+    assert "loss = cross_entropy()" in result.output  # the line, shown
+    assert not out.exists() or not any(out.iterdir())
+    nce_base, folder = nce_run
+    args = ["export", *nce_base, "--run-dir", str(folder / "run"), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--format", "savedmodel", "--no-normalize"])
+    assert result.exit_code == 2 and "bad-normalize" in result.output

@@ -1,0 +1,479 @@
+"""Multi-task models: shared layers, task mixing, exact resume, parity and per-task commands.
+
+Two language-model tasks read one tiny words corpus (one tokenizer, so they may share the
+embedding) and share the embedding and a Transformer block; each keeps its own output layer.
+Both backends train them the same way (per-task losses equal to 1e-5 over 10 steps, stepping one
+task at a time and stepping the weighted sum); an interrupted run resumes to the same weights as
+an uninterrupted one, the mix and each task's pipeline included.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from seqc.backends.weights import read_weights
+from seqc.cli import app
+from seqc.resolve.experiment import resolve
+from seqc.resolve.program import load_program
+from seqc.run.session import open_multitask, open_training
+from seqc.run.train.loop import train
+from seqc.run.train.mix import Mix
+from seqc.spec.errors import SeqcError
+
+ROOT = Path(__file__).resolve().parents[2]
+BLOCKS = ROOT / "examples" / "common" / "transformer.seq"
+runner = CliRunner()
+
+SPEC = """seqc 1
+import "{blocks}"
+input words {{
+  train = text("train.txt")
+  dev = text("dev.txt")
+  tokenizer = words()
+  buckets = {{16: 8}}
+}}
+model LM(vocab: int, d: int = 16) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  blocks = repeat(1) CausalBlock(d, 2, dropout = 0.0)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {{
+    return out(norm(blocks(pos(embed(ids)))))
+  }}
+}}
+task a {{
+  input = words
+  model = LM(vocab = input.vocab_size)
+  decode = greedy(max_length = 6)
+}}
+task b {{
+  input = words
+  model = LM(vocab = input.vocab_size, d = {d_b})
+  decode = greedy(max_length = 6)
+}}
+experiment two {{
+  tasks = [a, b]
+  share {{
+    embed = [a.embed, b.embed]
+    blocks = [a.blocks, b.blocks]
+  }}
+  train {{
+    optimizer = adam(lr = 1e-2)
+    steps = 10
+    mix = {{a: 0.6, b: 0.4}}
+    mix_by = "{mix_by}"
+    log_every = 1
+    eval_every = 0
+    checkpoint_every = 5
+  }}
+}}
+experiment alone {{
+  tasks = [a]
+  train {{ optimizer = adam(lr = 1e-2)  steps = 6  log_every = 1  eval_every = 0 }}
+}}
+"""
+
+
+def _write(folder: Path, *, mix_by: str = "round_robin", d_b: int = 16, extra: str = "") -> Path:
+    rng = random.Random(0)
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "a",
+        "mat",
+        "and",
+        "dog",
+        "ran",
+        "to",
+        "big",
+        "red",
+        "house",
+    ]
+    for split, n in (("train", 200), ("dev", 20)):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 8))) for _ in range(n)]
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    spec = folder / "two.seq"
+    spec.write_text(SPEC.format(blocks=BLOCKS.as_posix(), mix_by=mix_by, d_b=d_b) + extra)
+    return spec
+
+
+def _error(fn: object) -> SeqcError:
+    with pytest.raises(SeqcError) as info:
+        fn()  # type: ignore[operator]
+    return info.value
+
+
+def _train_losses(history: list[dict]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for h in history:
+        out.setdefault(h["task"], []).append(h["loss"])
+    return out
+
+
+# ------------------------------------------------------------------------------ the spec
+
+
+def test_a_share_of_different_shapes_is_an_error_at_the_use_naming_both_tasks(
+    tmp_path: Path,
+) -> None:
+    spec = _write(tmp_path, d_b=24)
+    e = _error(lambda: open_multitask(spec, "two", cache_dir=tmp_path / "c"))
+    assert e.code == "share-mismatch"
+    text = str(e)
+    assert "`a`" in text and "`b`" in text
+    assert "[16, 16]" in text or ("16" in text and "24" in text)
+    line = next(i for i, x in enumerate(spec.read_text().splitlines(), 1) if "embed = [" in x)
+    assert e.span is not None and e.span.line == line
+    assert e.span.col == spec.read_text().splitlines()[line - 1].index("b.embed") + 1
+    # `seqc check` finds it too, without data, when the spec states every size
+    spec.write_text(spec.read_text().replace("vocab = input.vocab_size", "vocab = 20"))
+    checked = runner.invoke(app, ["check", str(spec)])
+    assert checked.exit_code == 2 and "share-mismatch" in checked.output
+    assert "[20, 16] in `a`, [20, 24] in `b`" in checked.output
+
+
+@pytest.mark.parametrize(
+    ("share", "code"),
+    [
+        ("x = [a.norm, c.norm]", "unknown-task"),
+        ("x = [a.norm, b.nrm]", "unknown-layer"),
+        ("x = [a.norm]", "bad-share"),
+        ("x = [a.norm, a.out]", "bad-share"),
+        ("x = [a.norm, b.norm]\n    y = [a.norm, b.out]", "bad-share"),
+        ("a = [a.norm, b.norm]", "reserved-name"),
+    ],
+)
+def test_share_errors_point_at_the_share(tmp_path: Path, share: str, code: str) -> None:
+    spec = _write(
+        tmp_path, extra=f"experiment bad extends two {{\n  share {{\n    {share}\n  }}\n}}\n"
+    )
+    e = _error(lambda: resolve(load_program(spec), "bad"))
+    assert e.code == code, str(e)
+    assert e.span is not None and e.span.line > len(SPEC.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("setting", "code"),
+    [
+        ("train.mix = {a: 1.0, c: 1.0}", "unknown-task"),
+        ("train.mix = {a: 1.0}", "mix-incomplete"),
+        ("train.mix = {a: 1.0, b: 0.0}", "mix-zero"),
+        ('train.mix_by = "sum"\n  train.lr_scale = {b: 0.5}', "lr-scale-with-sum"),
+        ("train.lr_scale = {z: 0.5}", "unknown-task"),
+    ],
+)
+def test_mix_errors_point_at_the_train_block(tmp_path: Path, setting: str, code: str) -> None:
+    spec = _write(tmp_path, extra=f"experiment bad extends two {{\n  {setting}\n}}\n")
+    e = _error(lambda: Mix.of(resolve(load_program(spec), "bad")))
+    assert e.code == code, str(e)
+    assert e.span is not None and e.span.line > len(SPEC.splitlines())
+
+
+# ------------------------------------------------------------------------------ the mix
+
+
+def _mix(by: str, weights: dict[str, float]) -> Mix:
+    total = sum(weights.values())
+    return Mix(
+        tasks=tuple(weights),
+        weights={t: w / total for t, w in weights.items()},
+        by=by,
+        seed=3,
+        lr_scale=dict.fromkeys(weights, 1.0),
+    )
+
+
+def _take(mix: Mix, start: int, n: int) -> list[tuple[str, ...]]:
+    out = []
+    for picks in mix.schedule(start):
+        out.append(picks)
+        if len(out) == n:
+            return out
+    return out
+
+
+def test_round_robin_interleaves_in_proportion() -> None:
+    mix = _mix("round_robin", {"a": 2.0, "b": 1.0})
+    assert [p[0] for p in _take(mix, 0, 6)] == ["a", "b", "a", "a", "b", "a"]
+    even = _mix("round_robin", {"a": 1.0, "b": 1.0, "c": 1.0})
+    assert [p[0] for p in _take(even, 0, 6)] == ["a", "b", "c", "a", "b", "c"]
+
+
+@pytest.mark.parametrize("by", ["sample", "round_robin", "sum"])
+def test_the_mix_is_a_function_of_the_step(by: str) -> None:
+    mix = _mix(by, {"a": 0.7, "b": 0.3})
+    whole = _take(mix, 0, 400)
+    assert _take(mix, 123, 277) == whole[123:]  # a resumed run continues the same sequence
+    counts = mix.positions(400)
+    assert counts == {t: sum(t in p for p in whole) for t in ("a", "b")}
+    if by == "sum":
+        assert counts == {"a": 400, "b": 400}
+    else:
+        assert abs(counts["a"] / 400 - 0.7) < 0.06
+
+
+# ------------------------------------------------------------------------------ training
+
+
+@pytest.mark.parametrize("mix_by", ["round_robin", "sum"])
+def test_jax_and_tf_train_a_two_task_model_alike(tmp_path: Path, mix_by: str) -> None:
+    spec = _write(tmp_path, mix_by=mix_by)
+    cache = tmp_path / "c"
+    runs = {}
+    for backend in ("jax", "tf"):
+        joint = open_training(spec, "two", cache_dir=cache)
+        runs[backend] = train(joint, tmp_path / backend, progress=False, backend=backend)
+    jax_losses, tf_losses = (_train_losses(runs[b].history) for b in ("jax", "tf"))
+    assert set(jax_losses) == {"a", "b"}
+    if mix_by == "sum":
+        assert len(jax_losses["a"]) == len(jax_losses["b"]) == 10
+    else:
+        assert len(jax_losses["a"]) == 6 and len(jax_losses["b"]) == 4  # a b a a b ...
+    for t in ("a", "b"):
+        np.testing.assert_allclose(jax_losses[t], tf_losses[t], rtol=1e-5, atol=1e-5)
+    for name, value in runs["jax"].state["params"].items():
+        if name.endswith(".attn.k.b"):
+            # A key bias adds the same q.b to every score of a query, which softmax ignores: its
+            # gradient is rounding noise, and Adam turns noise into steps of about lr. Its value
+            # is noise on either backend (the order of a fused q/k/v product's sums decides
+            # which), bounded by the steps taken.
+            for v in (np.asarray(value), runs["tf"].state["params"][name].numpy()):
+                assert np.abs(v).max() <= 10 * 1e-2 * 1.01, name
+            continue
+        np.testing.assert_allclose(
+            np.asarray(value), runs["tf"].state["params"][name].numpy(), atol=1e-3, err_msg=name
+        )
+    info = json.loads((tmp_path / "jax" / "run.json").read_text())
+    assert info["mix"]["by"] == mix_by and set(info["tasks"]) == {"a", "b"}
+    assert info["shared"]["embed.table"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("backend", ["jax", "tf"])
+def test_a_multi_task_run_resumes_exactly(tmp_path: Path, backend: str) -> None:
+    spec = _write(tmp_path, mix_by="sample")
+    cache = tmp_path / "c"
+    straight = train(
+        open_training(spec, "two", cache_dir=cache), tmp_path / "s", progress=False, backend=backend
+    )
+    half = open_training(spec, "two", ["train.steps=5"], cache_dir=cache)
+    train(half, tmp_path / "r", progress=False, backend=backend)
+    resumed = train(
+        open_training(spec, "two", cache_dir=cache),
+        tmp_path / "r",
+        resume=True,
+        progress=False,
+        backend=backend,
+    )
+    for name, value in straight.state["params"].items():
+        np.testing.assert_array_equal(
+            np.asarray(value), np.asarray(resumed.state["params"][name]), err_msg=name
+        )
+    records = [
+        json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
+    ]
+    resumed_curve = [(r["step"], r["task"], r["loss"]) for r in records if r["split"] == "train"]
+    straight_curve = [(h["step"], h["task"], h["loss"]) for h in straight.history]
+    assert [c[:2] for c in resumed_curve] == [c[:2] for c in straight_curve]
+    np.testing.assert_allclose([c[2] for c in resumed_curve], [c[2] for c in straight_curve])
+
+
+def test_shared_weights_are_one_tensor_that_each_task_updates(tmp_path: Path) -> None:
+    spec = _write(tmp_path)
+    joint = open_multitask(spec, "two", cache_dir=tmp_path / "c")
+    from seqc.backends import registry
+
+    model = registry.backend("jax").multitask_model(
+        joint.multi, joint.train_config, {"a": 0.5, "b": 0.5}
+    )
+    state = model.init(1)
+    names = set(state["params"])
+    assert "embed.table" in names and "a.embed.table" not in names and "b.embed.table" not in names
+    assert {"a.out.w", "b.out.w"} <= names
+    before = {k: np.asarray(v).copy() for k, v in state["params"].items()}
+    batch = next(joint.sessions["b"].pipeline.batches("train"))
+    state, metrics = model.train_step(state, {"b": batch}, {"b": 1e-2})
+    assert set(metrics) == {"b"}
+    after = {k: np.asarray(v) for k, v in state["params"].items()}
+    assert not np.array_equal(before["embed.table"], after["embed.table"])  # b's step moved it
+    assert not np.array_equal(before["b.out.w"], after["b.out.w"])
+    assert np.array_equal(before["a.out.w"], after["a.out.w"])  # a's own: untouched
+
+
+# ------------------------------------------------------------------------------ commands
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("mt")
+    spec = _write(folder)
+    run = folder / "run"
+    result = runner.invoke(
+        app,
+        ["train", str(spec), "-e", "two", "--run-dir", str(run), "--cache-dir", str(folder / "c")],
+    )
+    assert result.exit_code == 0, result.output
+    assert "a: dev perplexity after 10 steps" in result.output
+    assert "b sample:" in result.output
+    return spec, run
+
+
+def test_the_checkpoint_holds_each_shared_tensor_once(trained: tuple[Path, Path]) -> None:
+    _, run = trained
+    params = read_weights(run).params
+    assert "blocks.0.attn.q.w" in params and "a.blocks.0.attn.q.w" not in params
+    assert {"a.out.w", "b.out.w", "a.norm.scale", "b.norm.scale"} <= set(params)
+
+
+def test_eval_takes_every_task_or_the_one_named(trained: tuple[Path, Path]) -> None:
+    spec, run = trained
+    base = ["eval", str(spec), "-e", "two", "--run-dir", str(run)]
+    base += ["--cache-dir", str(spec.parent / "c")]
+    both = runner.invoke(app, base)
+    assert both.exit_code == 0, both.output
+    assert "task a:" in both.output and "task b:" in both.output
+    assert both.output.count("dev_perplexity") == 2
+    one = runner.invoke(app, [*base, "--task", "b"])
+    assert one.exit_code == 0, one.output
+    assert one.output.count("dev_perplexity") == 1 and "task a:" not in one.output
+    wrong = runner.invoke(app, [*base, "--task", "c"])
+    assert wrong.exit_code != 0 and "unknown-task" in wrong.output
+
+
+def test_decode_needs_the_task_of_a_multi_task_run(trained: tuple[Path, Path]) -> None:
+    spec, run = trained
+    base = ["decode", str(spec), "-e", "two", "--run-dir", str(run)]
+    base += ["--cache-dir", str(spec.parent / "c")]
+    lines = spec.parent / "prompts.txt"
+    lines.write_text("the cat\n")
+    vague = runner.invoke(app, [*base, "--input", str(lines)])
+    assert vague.exit_code != 0 and "which-task" in vague.output and "--task a" in vague.output
+    named = runner.invoke(app, [*base, "--input", str(lines), "--task", "a"])
+    assert named.exit_code == 0, named.output
+
+
+def test_export_writes_one_artifact_per_task_with_only_its_weights(
+    trained: tuple[Path, Path],
+) -> None:
+    import onnx
+
+    spec, run = trained
+    out = spec.parent / "export"
+    args = ["export", str(spec), "-e", "two", "--run-dir", str(run), "--format", "onnx"]
+    args += ["--out", str(out), "--cache-dir", str(spec.parent / "c"), "--task", "b"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    models = sorted((out / "b").rglob("*.onnx"))
+    assert models and not (out / "a").exists()
+    names = {i.name for m in models for i in onnx.load(str(m)).graph.initializer}
+    assert any(n.startswith("b.out") for n in names)
+    assert any(n.startswith("embed") for n in names)  # the shared table travels with b
+    assert not any(n.startswith("a.") for n in names)
+    # decoding with it checks it against the spec's task (by default the one it holds)
+    artifact = str(models[0].parent)
+    lines = spec.parent / "one.txt"
+    lines.write_text("the cat\n")
+    base = ["decode", str(spec), "-e", "two", "--artifact", artifact, "--input", str(lines)]
+    base += ["--cache-dir", str(spec.parent / "c")]
+    assert runner.invoke(app, base).exit_code == 0
+    other = runner.invoke(app, [*base, "--task", "a"])
+    assert other.exit_code == 2 and "holds task `b`, not `a`" in other.output
+
+
+def test_a_warm_start_loads_a_single_task_run_into_the_shared_layers(tmp_path: Path) -> None:
+    spec = _write(
+        tmp_path,
+        extra=(
+            "experiment warm extends two {\n"
+            '  train.init_from = checkpoint("alone-run", map = {"embed.*": "embed.*", '
+            '"blocks.*": "blocks.*", "norm.*": "a.norm.*", "out.*": "a.out.*"})\n'
+            "}\n"
+        ),
+    )
+    cache = tmp_path / "c"
+    alone = open_training(spec, "alone", cache_dir=cache)
+    first = train(alone, tmp_path / "alone-run", progress=False)
+    warm = open_training(spec, "warm", ["train.steps=1"], cache_dir=cache)
+    # "alone-run" is relative: found next to the spec
+    result = train(warm, tmp_path / "warm-run", progress=False, eval_before=True)
+    info = json.loads((tmp_path / "warm-run" / "run.json").read_text())["init_from"]
+    loaded = dict(map(tuple, info["loaded"]))
+    assert loaded["embed.table"] == "embed.table" and loaded["out.w"] == "a.out.w"
+    assert "b.out.w" in info["fresh"]
+    assert result.tasks_before is not None  # evaluated at step 0: the loaded weights
+    from seqc.run.scoring.evaluate import evaluate
+
+    alone_dev = evaluate(first.model, first.state["params"], alone.pipeline, "dev")
+    assert abs(result.tasks_before["a"]["perplexity"] - alone_dev["perplexity"]) < 1e-3 * max(
+        1.0, alone_dev["perplexity"]
+    )
+
+
+# ------------------------------------------------------------------------------ the example
+
+
+def _bible_slice(folder: Path) -> None:
+    """A slice of the real verse-aligned corpus in `folder/.cache/data/bible-en-es`: from the
+    prepared copy when there is one, else prepared here from the Debian SWORD modules."""
+    from seqc.data.prepare import prepare, prepared
+
+    source = ROOT / ".cache" / "data"
+    if prepared("bible-en-es", source) is None:
+        import shutil
+
+        if shutil.which("diatheke") is None:
+            pytest.skip(
+                "needs diatheke: apt-get install -y diatheke sword-text-kjv sword-text-sparv"
+            )
+        source = folder / "full"
+        prepare("bible-en-es", source)
+    target = folder / ".cache" / "data" / "bible-en-es"
+    target.mkdir(parents=True)
+    for split, n in (("train", 1500), ("dev", 40), ("test", 40)):
+        lines = (source / "bible-en-es" / f"{split}.tsv").read_text().splitlines()[:n]
+        (target / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def test_the_both_ways_example_trains_and_evaluates_each_direction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _bible_slice(tmp_path)
+    monkeypatch.chdir(tmp_path)  # the spec's data paths are found in the working directory
+    spec = ROOT / "examples" / "mt" / "bible_both_ways.seq"
+    base = [str(spec), "-e", "mt.bible.both_ways.smoke", "--run-dir", "run", "--cache-dir", "c"]
+    result = runner.invoke(app, ["train", *base])
+    assert result.exit_code == 0, result.output
+    assert "en_es: dev perplexity after 6 steps" in result.output
+    assert "es_en: dev perplexity after 6 steps" in result.output
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["mix"]["by"] == "round_robin"
+    assert info["shared"]["embed.table"] == ["en_es", "es_en"]
+    assert any(n.startswith("encoder.0.") for n in info["shared"])
+    assert not any(n.startswith(("en_es.decoder", "es_en.decoder")) for n in info["shared"])
+    scored = runner.invoke(app, ["eval", *base, "--limit", "4"])
+    assert scored.exit_code == 0, scored.output
+    assert scored.output.count("dev_bleu") == 2 and scored.output.count("dev_chrf") == 2
+    # each direction's artifact is scored into a folder of its own, as its checkpoint is: the
+    # artifacts' folders share a name (run/export/TASK/onnx-none)
+    exported = runner.invoke(app, ["export", *base, "--format", "onnx", "--bleu", "0"])
+    assert exported.exit_code == 0, exported.output
+    # its quality is a quick look, measured on a few batches: the table says so, as its
+    # figures differ from seqc eval's over the whole split
+    assert "quality on 2 dev batches of at most 8 rows" in " ".join(exported.output.split())
+    for task in ("en_es", "es_en"):
+        artifact = ["--artifact", f"run/export/{task}/onnx-none", "--limit", "2"]
+        result = runner.invoke(app, ["eval", *base, *artifact])
+        assert result.exit_code == 0, result.output
+    for task in ("en_es", "es_en"):
+        scores = json.loads(
+            (tmp_path / "run" / "eval" / f"onnx-none-dev-{task}" / "scores.json").read_text()
+        )
+        assert scores["task"] == task and scores["examples"] == 2

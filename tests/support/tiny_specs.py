@@ -1,0 +1,121 @@
+"""The tiny specs and corpora that many test files train on, written once.
+
+- `LM_SPEC` with `lm_corpus`: a one-block character LM over six three-letter words. The run
+  commands' tests, the multi-process groups and the exporters train it for a few steps;
+  `lm_run` in `tests/conftest.py` is one run of it that a whole session shares.
+- `spec_with`: that LM with another loss (the sampled criteria).
+- `TRANSLATE_SPEC` with `translate_pairs`: an encoder-decoder that learns to reverse a few
+  words.
+
+The specs import the example Transformer blocks by the path given as `{common}` (`COMMON`), so a
+test writes them into a temporary folder of its own.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON = ROOT / "examples" / "common" / "transformer.seq"
+"""The example Transformer blocks every spec here imports."""
+
+LM_SPEC = """seqc 1
+import "{common}"
+input tiny {{
+  train = text("train.txt")
+  dev = text("dev.txt")
+  tokenizer = chars()
+  buckets = {{32: 8}}
+}}
+model LM(vocab: int, d: int = 32, layers: int = 1, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  blocks = repeat(layers) CausalBlock(d, heads, dropout = 0.1)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {{
+    return out(norm(blocks(pos(embed(ids)))))
+  }}
+}}
+task lm {{
+  input = tiny
+  model = LM(vocab = input.vocab_size)
+  decode = greedy(max_length = 8)
+}}
+experiment tiny {{
+  tasks = [lm]
+  train {{
+    optimizer = adam(lr = warmup_rsqrt(peak = 1e-2, warmup = 5))
+    steps = 20
+    log_every = 1
+    eval_every = 0
+    checkpoint_every = 10
+  }}
+}}
+"""
+
+
+def lm_corpus(folder: Path) -> None:
+    """`train.txt` (300 lines) and `dev.txt` (30) in `folder`: `LM_SPEC`'s input."""
+    rng = random.Random(0)
+    words = ["abc", "abd", "bcd", "cde", "def", "efg"]
+    for split, n in (("train", 300), ("dev", 30)):
+        lines = [" ".join(rng.choice(words) for _ in range(rng.randint(2, 5))) for _ in range(n)]
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
+
+
+def spec_with(folder: Path, loss: str) -> Path:
+    """`LM_SPEC` with `loss` in place of its decode line, and its corpus, in `folder`."""
+    lm_corpus(folder)
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    text = LM_SPEC.format(common=common.as_posix())
+    text = text.replace("  decode = greedy(max_length = 8)", f"  loss = {loss}")
+    spec = folder / "lm.seq"
+    spec.write_text(text)
+    return spec
+
+
+TRANSLATE_SPEC = """seqc 1
+import "{common}"
+input pairs {{
+  train = tsv("train.tsv")
+  dev = tsv("dev.tsv")
+  tokenizer = words(vocab_size = 100)
+  buckets = {{16: 16}}
+}}
+model Seq2Seq(vocab: int, d: int = 32, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  encoder = EncoderBlock(d, heads, dropout = 0.0)
+  decoder = DecoderBlock(d, heads, dropout = 0.0)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) -> float32[B, T, vocab] {{
+    memory = encoder(pos(embed(src)), mask = src_mask)
+    return out(norm(decoder(pos(embed(tgt)), memory, memory_mask = src_mask)))
+  }}
+}}
+task reverse {{
+  input = pairs
+  model = Seq2Seq(vocab = input.vocab_size)
+  metrics = [perplexity, bleu, chrf]
+  decode = beam(width = 2, max_length = 8)
+}}
+experiment rev {{
+  tasks = [reverse]
+  train {{ optimizer = adam(lr = 3e-3); steps = 60; log_every = 10; eval_every = 0 }}
+}}
+"""
+
+
+def translate_pairs(folder: Path) -> None:
+    """`train.tsv` (400 pairs) and `dev.tsv` (10): `TRANSLATE_SPEC`'s input."""
+    rng = random.Random(1)
+    words = [f"w{i}" for i in range(12)]
+    for split, n in (("train", 400), ("dev", 10)):
+        rows = []
+        for _ in range(n):
+            src = [rng.choice(words) for _ in range(rng.randint(2, 5))]
+            rows.append(" ".join(src) + "\t" + " ".join(reversed(src)))
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
