@@ -1,6 +1,6 @@
 """Decoding several sources at once (`seqc.run.decoding.steps.decode_all`) against one at a time.
 
-On the trained toy encoder-decoder of `test_tf_decode.py` (it reverses its source), greedy and
+On the trained toy encoder-decoder of `toy_decoding.py` (it reverses its source), greedy and
 beam search over batches of sources of different lengths give each source exactly the tokens
 that decoding it alone gives, on JAX (caches kept on the device, reordered there) and on TF;
 and the scorer of translations decodes in batches. A run's later evaluations reuse the step

@@ -1,9 +1,9 @@
 """Incremental decoding (`StepDecoder` over the step graph) against the reference decoder.
 
-On the same trained toy models as `test_tf_decode.py` (an LM that counts, an encoder-decoder
-that reverses), greedy decoding and beam search over the encoder and decoder-step graphs, with
-caches fed back step by step, give exactly the tokens of the reference decoder, which reruns the
-full forward pass at every step.
+On the same trained toy models as `test_tf_decode.py` (`toy_decoding.py`: an LM that counts, an
+encoder-decoder that reverses), greedy decoding and beam search over the encoder and
+decoder-step graphs, with caches fed back step by step, give exactly the tokens of the reference
+decoder, which reruns the full forward pass at every step.
 """
 
 from __future__ import annotations
