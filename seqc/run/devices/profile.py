@@ -6,8 +6,8 @@ op in ways that move a placement: a softmax is bound by memory, a small matmul b
 a gather's backward is a scatter. This command measures instead: every op of the task's
 forward graph (the one `seqc place` plans) is cut out as a graph of one op, its operands fed
 random values of their types at the step's sizes (the experiment's largest batch), compiled
-by the backend as a training step is, and timed forward and backward (the gradient of the sum
-of its output) after warm-up, `--reps` times, median. Ops with the same kind, attributes and
+by the backend as a training step is, and timed forward and backward (the pullback of a
+random cotangent; see each backend's `profile_op`) after warm-up, `--reps` times, median. Ops with the same kind, attributes and
 operand types are measured once (the blocks of a Transformer repeat). Leaves (params,
 constants, shape-only masks) and recurrences (`scan`) keep the estimate; the table says so.
 
