@@ -104,8 +104,8 @@ class Group:
 
 
 @contextlib.contextmanager
-def group(command: list[str], logs: Path) -> Iterator[Group]:
-    g = Group(command, logs)
+def group(command: list[str], logs: Path, workers: int = 2) -> Iterator[Group]:
+    g = Group(command, logs, workers)
     try:
         yield g
     finally:
@@ -185,10 +185,11 @@ def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
     folder: Path, tmp_path: Path
 ) -> None:
     """SIGTERM reaches every process at once (as `seqc launch` forwards it): the servers wait
-    for the chief, which saves a checkpoint of their variables at the step it stops at."""
+    for the chief, which saves a checkpoint of their variables at the step it stops at. (One
+    worker: a second would only add a process to start.)"""
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets), tmp_path) as g:
+    with group(_train(folder, run, *sets), tmp_path, workers=1) as g:
         _wait_for_steps(g, run, 10)
         for p in g.procs.values():
             p.send_signal(signal.SIGTERM)
@@ -205,7 +206,7 @@ def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
 def test_a_lost_parameter_server_ends_the_run_clearly(folder: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets), tmp_path) as g:
+    with group(_train(folder, run, *sets), tmp_path, workers=1) as g:
         _wait_for_steps(g, run, 10)
         g.procs["ps0"].send_signal(signal.SIGKILL)
         code = g.wait_chief(timeout=90)
