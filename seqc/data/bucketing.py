@@ -170,12 +170,30 @@ def pad(
     return ids, mask
 
 
+@dataclass(frozen=True)
+class EpochPlan:
+    """The batches of one epoch as arrays: batch j is `members[lo[j]:hi[j]]` of bucket
+    `bucket[j]`. An epoch of millions of examples is a few arrays, not a list of tuples."""
+
+    bucket: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    members: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.bucket)
+
+
 class BucketBatcher:
-    """Plans the batches of one split: bucket assignment, drops, seeded order, resumption."""
+    """Plans the batches of one split: bucket assignment, drops, seeded order, resumption.
+
+    Lengths are a numpy array (or any sequence); everything per example is an array, so a split
+    of tens of millions of examples plans in seconds and in memory of a few bytes an example.
+    A step's batch is found by its epoch's plan (`plan_for_step`), made once per epoch."""
 
     def __init__(
         self,
-        lengths: Sequence[int],
+        lengths: Sequence[int] | np.ndarray,
         buckets: Sequence[Bucket],
         *,
         shuffle_buffer: int = 0,
@@ -189,21 +207,24 @@ class BucketBatcher:
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
         self.drops = DropReport()
-        bucket_of: list[int] = []  # per example: index into self.buckets, -1 if dropped
-        bounds = [b.bound for b in self.buckets]
-        for i, n in enumerate(lengths):
-            if max_length is not None and n > max_length:
-                self.drops.add("longer-than-max-length", location(i) if location else None)
-                bucket_of.append(-1)
-                continue
-            k = bisect.bisect_left(bounds, n)
-            if k == len(bounds):
-                self.drops.add("longer-than-buckets", location(i) if location else None)
-            bucket_of.append(k if k < len(bounds) else -1)
-        self.bucket_of = np.asarray(bucket_of, dtype=np.int64)
+        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        bounds = np.asarray([b.bound for b in self.buckets], dtype=np.int64)
+        bucket_of = np.searchsorted(bounds, lens, side="left").astype(np.int64)
+        too_long = lens > max_length if max_length is not None else np.zeros(len(lens), dtype=bool)
+        beyond = (bucket_of == len(bounds)) & ~too_long
+        for reason, hit in (("longer-than-max-length", too_long), ("longer-than-buckets", beyond)):
+            where_ = np.flatnonzero(hit)
+            if len(where_):
+                for i in where_[: self.drops.max_examples]:
+                    self.drops.add(reason, location(int(i)) if location else None)
+                if len(where_) > self.drops.max_examples:
+                    self.drops.add(reason, None, len(where_) - self.drops.max_examples)
+        bucket_of[too_long | beyond] = -1
+        self.bucket_of = bucket_of
         self.kept = np.flatnonzero(self.bucket_of >= 0)
         counts = np.bincount(self.bucket_of[self.kept], minlength=len(self.buckets))
         self.examples_per_bucket: tuple[int, ...] = tuple(int(c) for c in counts)
+        self._plans: dict[tuple[int, bool], EpochPlan] = {}
 
     @property
     def num_examples(self) -> int:
@@ -217,31 +238,84 @@ class BucketBatcher:
             for n, b in zip(self.examples_per_bucket, self.buckets, strict=True)
         )
 
-    def order(self, epoch: int, shuffle: bool = True) -> list[int]:
+    def order(self, epoch: int, shuffle: bool = True) -> np.ndarray:
         """Kept example indices in the order they leave the shuffle buffer in `epoch`."""
         if not shuffle or self.shuffle_buffer <= 1:
-            return [int(i) for i in self.kept]
+            return self.kept
         rng = np.random.default_rng([self.seed, epoch])
         kept = self.kept
-        return [int(kept[j]) for j in shuffled(len(kept), self.shuffle_buffer, rng)]
+        picks = np.fromiter(shuffled(len(kept), self.shuffle_buffer, rng), np.int64, len(kept))
+        return kept[picks]
+
+    def plan(self, epoch: int = 0, shuffle: bool = True) -> EpochPlan:
+        """The batches of one epoch: a batch leaves as soon as its bucket fills; the partial
+        batches left at the end follow, smallest bucket first. The last two epochs' plans are
+        kept (a step's neighbours are in the same epoch, or the next)."""
+        key = (epoch, shuffle)
+        if key in self._plans:
+            return self._plans[key]
+        order = self.order(epoch, shuffle)
+        of = self.bucket_of[order]
+        buckets, los, his, emits, parts = [], [], [], [], []
+        base = 0
+        for k, b in enumerate(self.buckets):
+            pos = np.flatnonzero(of == k)  # where this bucket's examples leave the buffer
+            n = len(pos)
+            if not n:
+                continue
+            starts = np.arange(0, n, b.batch_size)
+            ends = np.minimum(starts + b.batch_size, n)
+            full = ends - starts == b.batch_size
+            # a full batch leaves when its last example arrives; the partial one at the end
+            emits.append(np.where(full, pos[ends - 1], len(order) + k))
+            buckets.append(np.full(len(starts), k, np.int64))
+            los.append(base + starts)
+            his.append(base + ends)
+            parts.append(order[pos])
+            base += n
+        if not parts:
+            plan = EpochPlan(*(np.zeros(0, np.int64) for _ in range(4)))
+        else:
+            by = np.argsort(np.concatenate(emits), kind="stable")
+            plan = EpochPlan(
+                np.concatenate(buckets)[by],
+                np.concatenate(los)[by],
+                np.concatenate(his)[by],
+                np.concatenate(parts),
+            )
+        if len(self._plans) >= 2:
+            self._plans.pop(next(iter(self._plans)))
+        self._plans[key] = plan
+        return plan
+
+    def batch(self, plan: EpochPlan, j: int) -> BatchPlan:
+        """Batch j of an epoch's plan."""
+        members = plan.members[int(plan.lo[j]) : int(plan.hi[j])]
+        return BatchPlan(self.buckets[int(plan.bucket[j])], tuple(int(i) for i in members))
+
+    def plan_for_step(self, step: int, shuffle: bool = True) -> BatchPlan:
+        """The batch of global training step `step` (epoch after epoch, forever)."""
+        epoch, j = divmod(step, self._per_epoch_or_error())
+        return self.batch(self.plan(epoch, shuffle), j)
 
     def epoch(self, epoch: int = 0, shuffle: bool = True) -> Iterator[BatchPlan]:
-        """The batches of one epoch: a batch leaves as soon as its bucket fills; the partial
-        batches left at the end follow, smallest bucket first."""
-        pending: list[list[int]] = [[] for _ in self.buckets]
-        for i in self.order(epoch, shuffle):
-            k = int(self.bucket_of[i])
-            pending[k].append(i)
-            if len(pending[k]) == self.buckets[k].batch_size:
-                yield BatchPlan(self.buckets[k], tuple(pending[k]))
-                pending[k] = []
-        for k, rest in enumerate(pending):
-            if rest:
-                yield BatchPlan(self.buckets[k], tuple(rest))
+        """The batches of one epoch, in order (see `plan`)."""
+        plan = self.plan(epoch, shuffle)
+        for j in range(len(plan)):
+            yield self.batch(plan, j)
 
     def iterate(self, start_step: int = 0, shuffle: bool = True) -> Iterator[BatchPlan]:
         """Batches epoch after epoch, forever, starting at global step `start_step`: the same
         batches a run from step 0 would have seen from that step on."""
+        per_epoch = self._per_epoch_or_error()
+        epoch, skip = divmod(start_step, per_epoch)
+        while True:
+            plan = self.plan(epoch, shuffle)
+            for j in range(skip, len(plan)):
+                yield self.batch(plan, j)
+            epoch, skip = epoch + 1, 0
+
+    def _per_epoch_or_error(self) -> int:
         per_epoch = self.steps_per_epoch
         if per_epoch == 0:
             raise DataError(
@@ -250,10 +324,4 @@ class BucketBatcher:
                 found=str(self.drops),
                 hint="raise `max_length` or add a larger bucket",
             )
-        epoch, skip = divmod(start_step, per_epoch)
-        while True:
-            plans = self.epoch(epoch, shuffle)
-            for _ in range(skip):
-                next(plans)
-            yield from plans
-            epoch, skip = epoch + 1, 0
+        return per_epoch

@@ -43,16 +43,15 @@ Choices worth knowing:
 
 from __future__ import annotations
 
-import hashlib
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from seqc.data.audio import read_wav, to_float, too_short
+from seqc.data.audio import too_short
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import (
     DEFAULT_BATCH_SIZE,
@@ -60,14 +59,26 @@ from seqc.data.bucketing import (
     BucketBatcher,
     make_audio_buckets,
     make_buckets,
-    pad,
     seconds_to_samples,
 )
 from seqc.data.calls import call_args, kind_spec
 from seqc.data.errors import DataError
 from seqc.data.proposal import count_tokens
-from seqc.data.readers import BaseDirs, Example, has_target, is_audio, read_examples, spec_bases
+from seqc.data.readers import (
+    BaseDirs,
+    Example,
+    has_target,
+    is_audio,
+    iter_examples,
+    read_examples,
+    reader_files,
+    spec_bases,
+)
 from seqc.data.report import DropReport
+from seqc.data.shards.digest import file_digests
+from seqc.data.shards.encode import Progress, Sides
+from seqc.data.shards.store import encoded
+from seqc.data.split_data import Framing, SplitData
 from seqc.data.tokenizers import Tokenizer, build_tokenizer, fingerprint
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.values import CallValue
@@ -85,38 +96,6 @@ def label_bound(longest: int) -> int:
     return LABEL_MULTIPLE * math.ceil((longest + 1) / LABEL_MULTIPLE)
 
 
-@dataclass
-class SplitData:
-    """One split, tokenised: the sequences batches are cut from, and its batch planner."""
-
-    name: str
-    examples: list[Example]
-    """What was read, in file order (kept for references in metrics and for locations)."""
-    first: list[np.ndarray]
-    """Per sequence: LM input ids (bos + tokens), the seq2seq source (tokens + eos), or the
-    speech transcript's tokens (CTC's labels)."""
-    second: list[np.ndarray]
-    """Per sequence: LM target ids (tokens + eos) or the decoder input (bos + target)."""
-    third: list[np.ndarray] | None
-    """Seq2seq and speech: decoder targets (target + eos)."""
-    origin: list[int]
-    """Per sequence: the index of the example it starts in (a packed chunk spans several)."""
-    batcher: BucketBatcher
-    drops: DropReport = field(default_factory=DropReport)
-    label_length: int = 0
-    """Speech: L, the padded length of every token array of this split's batches."""
-
-    @property
-    def audio_seconds(self) -> float:
-        """Speech: seconds of audio read (before drops); 0 for text."""
-        return sum(e.audio.duration for e in self.examples if e.audio is not None)
-
-    @property
-    def size(self) -> int:
-        """Sequences that batches are made of (after packing, after drops)."""
-        return self.batcher.num_examples
-
-
 class InputPipeline:
     """Batches of one `input` block, built from its resolved config."""
 
@@ -129,9 +108,13 @@ class InputPipeline:
         default_batch_size: int = DEFAULT_BATCH_SIZE,
         pack: bool | None = None,
         splits: Sequence[str] = SPLITS,
+        workers: int | None = None,
+        progress: Progress | None = None,
     ) -> None:
         """`config` is a task's resolved `input` dict; `base_dir` what relative paths are
-        relative to (one dir or several tried in order); `pack` None packs `text` LM corpora."""
+        relative to (one dir or several tried in order); `pack` None packs `text` LM corpora;
+        `workers` the processes that encode a split not yet in the cache (default: the CPUs,
+        at most 4); `progress` called as a split is encoded (examples, characters so far)."""
         cfg = _with_defaults(config)
         self.name: str = str(cfg.get("name", "input"))
         self.config = cfg
@@ -171,85 +154,154 @@ class InputPipeline:
                 "`target_tokenizer`",
             )
 
-        read: dict[str, tuple[list[Example], DropReport]] = {}
+        self.workers = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self.notes: list[str] = []
+        """What the pipeline did that a log should say (a damaged cache encoded again)."""
+        readers: dict[str, CallValue] = {}
         for split in splits:
             reader = cfg.get(split)
             if reader is None:
                 continue
-            if is_audio(reader) != (self.task == "asr"):
-                this = "reads audio" if is_audio(reader) else "reads text"
-                train = "does" if self.task == "asr" else "does not"
-                raise DataError(
-                    f"the {split} reader {this} but the train reader {train}",
-                    code="mixed-splits",
-                    found=str(reader),
-                    hint="give every split of an input block the same kind of reader",
-                )
-            if self.sample_rate is not None:
-                rate = int(call_args(reader)["sample_rate"])
-                if rate != self.sample_rate:
-                    raise DataError(
-                        f"the {split} reader's sample_rate is {rate} Hz, the train reader's "
-                        f"{self.sample_rate} Hz",
-                        code="mixed-splits",
-                        expected=f"{self.sample_rate} Hz, as the model is trained on",
-                        found=f"{rate} Hz",
-                        hint="resample the split with `sox -D in.wav -r "
-                        f"{self.sample_rate} -c 1 -b 16 out.wav`",
-                    )
-            if self.task != "asr" and has_target(reader) != (self.task == "seq2seq"):
-                this = "has a" if has_target(reader) else "has no"
-                train = "has one" if self.task == "seq2seq" else "does not"
-                raise DataError(
-                    f"the {split} reader {this} target but the train reader {train}",
-                    code="mixed-splits",
-                    found=str(reader),
-                    hint="give every split of an input block the same columns or fields",
-                )
-            drops = DropReport()
-            read[split] = (read_examples(reader, base_dir, drops), drops)
-        if "train" not in read:
+            self._check_reader(split, reader)
+            readers[split] = reader
+        if "train" not in readers:
             raise DataError("an input block needs a train split", code="missing-train")
+        files = {split: reader_files(r, base_dir) for split, r in readers.items()}
 
-        train_examples = read["train"][0]
-        if self.sample_rate is not None:
+        # speech keeps its manifests' utterances (wav paths and checked headers, read as
+        # today, a few milliseconds a thousand files); text is read only to encode it
+        audio: dict[str, tuple[list[Example], DropReport]] = {}
+        if self.task == "asr":
+            for split, reader in readers.items():
+                drops = DropReport()
+                audio[split] = (read_examples(reader, base_dir, drops), drops)
             self.buckets = make_audio_buckets(
                 cfg["buckets"],
                 self.sample_rate,
-                self._default_audio_bound(train_examples),
+                self._default_audio_bound(audio["train"][0]),
                 default_batch_size,
             )
-        src_texts = [self._norm(e.source) for e in train_examples]
-        tgt_texts = [self._norm(e.target or "") for e in train_examples]
+
+        content = self._content_key(readers["train"], files["train"])
         target_call = cfg.get("target_tokenizer")
-        if self.task == "asr":
-            texts = tgt_texts  # the transcripts: the source is a wav path
-        elif self.task == "seq2seq" and target_call is None:
-            # A joint tokenizer reads the file's columns in file order, so both directions of
-            # one parallel file (source = 1, target = 0 against the other way) train the same
-            # model and share its ids (a multi-task model that shares an embedding needs it).
-            swapped = train_reader.kind == "tsv" and int(train_reader.args.get("source", 0)) > int(
-                train_reader.args.get("target") or 0
-            )
-            texts = tgt_texts + src_texts if swapped else src_texts + tgt_texts
-        else:
-            texts = src_texts
         self.tokenizer: Tokenizer = build_tokenizer(
-            cfg["tokenizer"], texts, self.cache_dir, base_dir
+            cfg["tokenizer"],
+            _Texts(self, readers["train"], files["train"], self._tokenizer_sides(target_call)),
+            self.cache_dir,
+            base_dir,
+            content_key=content + ":" + ",".join(self._tokenizer_sides(target_call)),
         )
         self.target_tokenizer: Tokenizer = self.tokenizer
         if self.task == "seq2seq" and target_call is not None:
             self.target_tokenizer = build_tokenizer(
-                target_call, tgt_texts, self.cache_dir, base_dir
+                target_call,
+                _Texts(self, readers["train"], files["train"], ("target",)),
+                self.cache_dir,
+                base_dir,
+                content_key=content + ":target",
             )
+        if self.task == "lm":
+            sides = Sides(self.tokenizer, None, self.lowercase)
+        elif self.task == "seq2seq":
+            sides = Sides(self.tokenizer, self.target_tokenizer, self.lowercase)
+        else:
+            sides = Sides(None, self.tokenizer, self.lowercase)
+        framing = Framing(
+            self.tokenizer.bos_id, self.tokenizer.pad_id, self.target_tokenizer.pad_id
+        )
+        window = min(self.buckets[-1].bound, self.max_length) if self.packed else 0
 
         self.label_length = 0
         """Speech: L of the train split's batches (dev and test may have a larger one)."""
-        done: dict[str, SplitData] = {}
-        for split in sorted(read, key=lambda name: name != "train"):  # train fixes L first
-            examples, drops = read[split]
-            done[split] = self._tokenise(split, examples, drops)
-        self.splits: dict[str, SplitData] = {split: done[split] for split in read}
+        self.splits: dict[str, SplitData] = {}
+        for split in sorted(readers, key=lambda name: name != "train"):  # train fixes L first
+            store = encoded(
+                split,
+                readers[split],
+                files[split],
+                base_dir,
+                sides,
+                self.cache_dir,
+                workers=self.workers,
+                progress=progress,
+                note=self.notes.append,
+            )
+            drops = DropReport.from_json(store.meta.get("drops") or {})
+            data = SplitData(
+                split,
+                self.task,
+                store,
+                readers[split],
+                base_dir,
+                framing,
+                window=window,
+                audio=audio[split][0] if split in audio else None,
+                drops=audio[split][1] if split in audio else drops,
+            )
+            if self.task == "asr":
+                own = label_bound(int(store.lengths("target").max(initial=1)) - 1)
+                if split == "train":
+                    self.label_length = own
+                data.label_length = max(own, self.label_length)
+            data.batcher = self._batcher(split, data.lengths(), data.location, data.drops)
+            self.splits[split] = data
+        self.splits = {split: self.splits[split] for split in readers}
+
+    def _check_reader(self, split: str, reader: CallValue) -> None:
+        """Every split reads what the train split reads: audio or text, at one sample rate,
+        with a target or without."""
+        if is_audio(reader) != (self.task == "asr"):
+            this = "reads audio" if is_audio(reader) else "reads text"
+            train = "does" if self.task == "asr" else "does not"
+            raise DataError(
+                f"the {split} reader {this} but the train reader {train}",
+                code="mixed-splits",
+                found=str(reader),
+                hint="give every split of an input block the same kind of reader",
+            )
+        if self.sample_rate is not None:
+            rate = int(call_args(reader)["sample_rate"])
+            if rate != self.sample_rate:
+                raise DataError(
+                    f"the {split} reader's sample_rate is {rate} Hz, the train reader's "
+                    f"{self.sample_rate} Hz",
+                    code="mixed-splits",
+                    expected=f"{self.sample_rate} Hz, as the model is trained on",
+                    found=f"{rate} Hz",
+                    hint="resample the split with `sox -D in.wav -r "
+                    f"{self.sample_rate} -c 1 -b 16 out.wav`",
+                )
+        if self.task != "asr" and has_target(reader) != (self.task == "seq2seq"):
+            this = "has a" if has_target(reader) else "has no"
+            train = "has one" if self.task == "seq2seq" else "does not"
+            raise DataError(
+                f"the {split} reader {this} target but the train reader {train}",
+                code="mixed-splits",
+                found=str(reader),
+                hint="give every split of an input block the same columns or fields",
+            )
+
+    def _tokenizer_sides(self, target_call: CallValue | None) -> tuple[str, ...]:
+        """Which texts of the train split the (source) tokenizer is fitted on, in order."""
+        if self.task == "asr":
+            return ("target",)  # the transcripts: the source is a wav path
+        if self.task == "seq2seq" and target_call is None:
+            # A joint tokenizer reads the file's columns in file order, so both directions of
+            # one parallel file (source = 1, target = 0 against the other way) train the same
+            # model and share its ids (a multi-task model that shares an embedding needs it).
+            train = self.config["train"]
+            swapped = train.kind == "tsv" and int(train.args.get("source", 0)) > int(
+                train.args.get("target") or 0
+            )
+            return ("target", "source") if swapped else ("source", "target")
+        return ("source",)
+
+    def _content_key(self, reader: CallValue, files: list[Path]) -> str:
+        """What names the train split's texts without reading them: the files' digests,
+        the reader call and `lowercase`."""
+        digests = file_digests(files, self.cache_dir)
+        args = repr(sorted(reader.args.items()))
+        return f"{reader.kind}|{args}|{self.lowercase}|{','.join(digests)}"
 
     @classmethod
     def for_task(
@@ -287,15 +339,15 @@ class InputPipeline:
     def target_counts(self, split: str = "train") -> np.ndarray:
         """How often each target id occurs in a split (int64 [target vocab]): what a unigram
         proposal of a sampled loss is made from (`seqc.data.proposal`). Counted from the
-        tokenised split in memory, once per call: one bincount, milliseconds for a corpus."""
-        data = self._split(split)
-        targets = data.third if data.third is not None else data.second
-        return count_tokens(targets, self.target_vocab_size)
+        encoded split, once per call: one bincount over its memory map."""
+        flat = self._split(split).target_tokens()
+        chunks = (flat[i : i + (1 << 22)] for i in range(0, len(flat), 1 << 22))
+        return count_tokens(chunks, self.target_vocab_size)
 
     @property
     def sizes(self) -> dict[str, int]:
         """Examples read per split (lines or pairs, before packing and drops)."""
-        return {name: len(s.examples) for name, s in self.splits.items()}
+        return {name: s.texts for name, s in self.splits.items()}
 
     @property
     def drops(self) -> dict[str, DropReport]:
@@ -314,7 +366,7 @@ class InputPipeline:
         else:
             plans = data.batcher.epoch(0, shuffle=False)
         for plan in plans:
-            yield self._materialise(data, plan.bucket, plan.indices)
+            yield data.materialise(plan.bucket, plan.indices)
 
     def epoch(
         self, split: str = "train", epoch: int = 0, shuffle: bool | None = None
@@ -322,7 +374,7 @@ class InputPipeline:
         """The batches of one epoch (shuffled by default for train only)."""
         data = self._split(split)
         for plan in data.batcher.epoch(epoch, split == "train" if shuffle is None else shuffle):
-            yield self._materialise(data, plan.bucket, plan.indices)
+            yield data.materialise(plan.bucket, plan.indices)
 
     @property
     def audio_seconds(self) -> dict[str, float]:
@@ -342,13 +394,10 @@ class InputPipeline:
         out: dict[str, Any] = {"tokenizer": fingerprint(self.tokenizer)}
         if self.target_tokenizer is not self.tokenizer:
             out["target_tokenizer"] = fingerprint(self.target_tokenizer)
-        splits = {}
-        for name, split in self.splits.items():
-            h = hashlib.sha256()
-            for e in split.examples:
-                h.update(f"{e.source}\t{e.target or ''}\n".encode("utf-8", "surrogatepass"))
-            splits[name] = {"examples": len(split.examples), "sha256": h.hexdigest()}
-        out["splits"] = splits
+        out["splits"] = {
+            name: {"examples": split.texts, "sha256": split.store.meta["texts_sha256"]}
+            for name, split in self.splits.items()
+        }
         return out
 
     def summary(self) -> str:
@@ -364,13 +413,13 @@ class InputPipeline:
         for name, s in self.splits.items():
             if self.task == "asr":
                 lines.append(
-                    f"  {name}: {len(s.examples)} utterances ({s.audio_seconds / 3600:.2f} h), "
+                    f"  {name}: {s.texts} utterances ({s.audio_seconds / 3600:.2f} h), "
                     f"{s.size} kept, {s.batcher.steps_per_epoch} batches/epoch, "
                     f"transcripts padded to {s.label_length}; {s.drops}"
                 )
                 continue
             lines.append(
-                f"  {name}: {len(s.examples)} examples, {s.size} sequences, "
+                f"  {name}: {s.texts} examples, {s.size} sequences, "
                 f"{s.batcher.steps_per_epoch} batches/epoch; {s.drops}"
             )
         return "\n".join(lines)
@@ -386,7 +435,7 @@ class InputPipeline:
         short = [
             e
             for s in self.splits.values()
-            for e in s.examples
+            for e in s.audio or ()
             if e.audio is not None and e.audio.frames < min_samples
         ]
         if short:
@@ -407,9 +456,6 @@ class InputPipeline:
 
     # ------------------------------------------------------------------------ building
 
-    def _norm(self, text: str) -> str:
-        return text.lower() if self.lowercase else text
-
     def _split(self, split: str) -> SplitData:
         if split not in self.splits:
             raise DataError(
@@ -427,42 +473,15 @@ class InputPipeline:
         longest = max((n for n in frames if n <= self.max_length), default=self.max_length)
         return max(1, math.ceil(longest / self.sample_rate)) * self.sample_rate
 
-    def _tokenise(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
-        if self.task == "asr":
-            return self._tokenise_speech(split, examples, drops)
-        tok, ttok = self.tokenizer, self.target_tokenizer
-        src_ids = tok.encode_batch([self._norm(e.source) for e in examples])
-        first: list[np.ndarray]
-        second: list[np.ndarray]
-        third: list[np.ndarray] | None = None
-        if self.task == "seq2seq":
-            tgt_ids = ttok.encode_batch([self._norm(e.target or "") for e in examples])
-            first = [np.asarray([*s, tok.eos_id], np.int32) for s in src_ids]
-            second = [np.asarray([ttok.bos_id, *t], np.int32) for t in tgt_ids]
-            third = [np.asarray([*t, ttok.eos_id], np.int32) for t in tgt_ids]
-            lengths = [max(len(a), len(b)) for a, b in zip(first, second, strict=True)]
-            origin = list(range(len(examples)))
-        elif self.packed:
-            first, second, origin = self._pack(src_ids)
-            lengths = [len(a) for a in first]
-        else:
-            first = [np.asarray([tok.bos_id, *s], np.int32) for s in src_ids]
-            second = [np.asarray([*s, tok.eos_id], np.int32) for s in src_ids]
-            lengths = [len(a) for a in first]
-            origin = list(range(len(examples)))
-
-        batcher = self._batcher(split, lengths, lambda i: examples[origin[i]].location, drops)
-        return SplitData(split, examples, first, second, third, origin, batcher, drops)
-
     def _batcher(
-        self, split: str, lengths: list[int], location: Callable[[int], str], drops: DropReport
+        self, split: str, lengths: np.ndarray, location: Callable[[int], str], drops: DropReport
     ) -> BucketBatcher:
         """The split's batch planner over these lengths: train's buckets, shuffled and cut at
         `max_length`; dev and test keep every example (one larger bucket if need be), in order."""
         buckets = self.buckets
         max_length: int | None = self.max_length
         if split != "train":
-            buckets, max_length = _eval_buckets(buckets, max(lengths, default=0)), None
+            buckets, max_length = _eval_buckets(buckets, int(lengths.max(initial=0))), None
         batcher = BucketBatcher(
             lengths,
             buckets,
@@ -474,104 +493,26 @@ class InputPipeline:
         drops.merge(batcher.drops)
         return batcher
 
-    def _tokenise_speech(self, split: str, examples: list[Example], drops: DropReport) -> SplitData:
-        tok = self.tokenizer
-        ids = tok.encode_batch([self._norm(e.target or "") for e in examples])
-        labels = [np.asarray(t, np.int32) for t in ids]
-        tgt_in = [np.asarray([tok.bos_id, *t], np.int32) for t in ids]
-        tgt_out = [np.asarray([*t, tok.eos_id], np.int32) for t in ids]
-        own = label_bound(max((len(t) for t in ids), default=0))
-        if split == "train":
-            self.label_length = own
-        label_length = max(own, self.label_length)
-        lengths = [e.audio.frames if e.audio is not None else 0 for e in examples]
-        batcher = self._batcher(split, lengths, lambda i: examples[i].location, drops)
-        origin = list(range(len(examples)))
-        return SplitData(
-            split, examples, labels, tgt_in, tgt_out, origin, batcher, drops, label_length
-        )
 
-    def _pack(self, ids: list[list[int]]) -> tuple[list[np.ndarray], list[np.ndarray], list[int]]:
-        tok = self.tokenizer
-        window = min(self.buckets[-1].bound, self.max_length)
-        lens = np.fromiter((len(s) + 1 for s in ids), np.int64, len(ids))
-        stream = np.empty(1 + int(lens.sum()), np.int32)
-        stream[0] = tok.bos_id
-        pos = 1
-        for s in ids:
-            stream[pos : pos + len(s)] = s
-            stream[pos + len(s)] = tok.eos_id
-            pos += len(s) + 1
-        starts = np.concatenate([[0], 1 + np.cumsum(lens)[:-1]])  # where each line begins
-        inputs, targets, origin = [], [], []
-        for k in range(math.ceil((len(stream) - 1) / window)):
-            chunk = stream[k * window : k * window + window + 1]
-            inputs.append(chunk[:-1])
-            targets.append(chunk[1:])
-            origin.append(max(0, int(np.searchsorted(starts, k * window, side="right")) - 1))
-        return inputs, targets, origin
+class _Texts:
+    """The train split's texts a tokenizer is fitted on, side after side, in file order:
+    read from the files each time it is iterated (only when no tokenizer is cached)."""
 
-    def _materialise(self, data: SplitData, bucket: Bucket, indices: tuple[int, ...]) -> Batch:
-        rows, length = bucket.batch_size, bucket.bound
-        pad_id = self.tokenizer.pad_id
-        if self.task == "asr":
-            return self._materialise_speech(data, bucket, indices)
-        if self.task == "lm":
-            inputs, _ = pad([data.first[i] for i in indices], rows, length, pad_id)
-            targets, mask = pad([data.second[i] for i in indices], rows, length, pad_id)
-            arrays = {"inputs": inputs, "targets": targets, "mask": mask}
-        else:
-            assert data.third is not None
-            tpad = self.target_tokenizer.pad_id
-            src, src_mask = pad([data.first[i] for i in indices], rows, length, pad_id)
-            tgt_in, _ = pad([data.second[i] for i in indices], rows, length, tpad)
-            tgt_out, tgt_mask = pad([data.third[i] for i in indices], rows, length, tpad)
-            arrays = {
-                "src": src,
-                "src_mask": src_mask,
-                "tgt_in": tgt_in,
-                "tgt_out": tgt_out,
-                "tgt_mask": tgt_mask,
-            }
-        return Batch(self.task, arrays, length, len(indices), indices)
+    def __init__(
+        self,
+        pipeline: InputPipeline,
+        reader: CallValue,
+        files: list[Path],
+        sides: tuple[str, ...],
+    ) -> None:
+        self.reader, self.files, self.sides = reader, files, sides
+        self.base_dir, self.lowercase = pipeline.base_dir, pipeline.lowercase
 
-    def _materialise_speech(
-        self, data: SplitData, bucket: Bucket, indices: tuple[int, ...]
-    ) -> Batch:
-        rows, length = bucket.batch_size, bucket.bound
-        audio = np.zeros((rows, length), np.float32)
-        audio_mask = np.zeros((rows, length), bool)
-        for r, i in enumerate(indices):
-            example = data.examples[i]
-            clip = example.audio
-            assert clip is not None
-            samples = read_wav(clip.path, clip.sample_rate, location=example.location)
-            if len(samples) != clip.frames:
-                raise DataError(
-                    f"{example.source} changed while the pipeline was running",
-                    code="bad-audio",
-                    path=example.location,
-                    expected=f"{clip.frames} samples, as when the manifest was read",
-                    found=f"{len(samples)} samples",
-                    hint="do not rewrite a corpus while a run reads it",
-                )
-            audio[r, : len(samples)] = to_float(samples)
-            audio_mask[r, : len(samples)] = True
-        assert data.third is not None
-        pad_id, label_length = self.tokenizer.pad_id, data.label_length
-        labels, label_mask = pad([data.first[i] for i in indices], rows, label_length, pad_id)
-        tgt_in, _ = pad([data.second[i] for i in indices], rows, label_length, pad_id)
-        tgt_out, tgt_mask = pad([data.third[i] for i in indices], rows, label_length, pad_id)
-        arrays = {
-            "audio": audio,
-            "audio_mask": audio_mask,
-            "tgt_in": tgt_in,
-            "tgt_out": tgt_out,
-            "tgt_mask": tgt_mask,
-            "labels": labels,
-            "label_mask": label_mask,
-        }
-        return Batch(self.task, arrays, length, len(indices), indices)
+    def __iter__(self) -> Iterator[str]:
+        for side in self.sides:
+            for e in iter_examples(self.reader, self.base_dir, None, self.files):
+                text = e.source if side == "source" else e.target or ""
+                yield text.lower() if self.lowercase else text
 
 
 def _eval_buckets(buckets: tuple[Bucket, ...], longest: int) -> tuple[Bucket, ...]:

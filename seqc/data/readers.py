@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import codecs
 import glob
+import gzip
 import json
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,29 +187,41 @@ def _decode_error(
 
 def read_lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
     """(line number, text) for each line, without the newline; a DataError at the first line
-    that does not decode, with its byte offset."""
+    that does not decode, with its byte offset. A `.gz` file is decompressed as it is read
+    (line numbers and offsets are those of the decompressed text), never whole."""
     codec = _codec(encoding, path)
     if codec.startswith(_WHOLE_FILE_CODECS):
         yield from _read_whole(path, codec, encoding)
         return
     offset = 0
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                text = raw.decode(codec)
-            except UnicodeDecodeError as e:
-                bad = raw[e.start : e.end]
-                err = _decode_error(path, lineno, encoding, bad, offset + e.start, e.start + 1)
-                raise err from None
-            offset += len(raw)
-            text = text.rstrip("\n").rstrip("\r")
-            if lineno == 1:
-                text = text.removeprefix("\ufeff")  # a byte-order mark is not text
-            yield lineno, text
+    for lineno, raw in enumerate(_raw_lines(path), 1):
+        try:
+            text = raw.decode(codec)
+        except UnicodeDecodeError as e:
+            bad = raw[e.start : e.end]
+            err = _decode_error(path, lineno, encoding, bad, offset + e.start, e.start + 1)
+            raise err from None
+        offset += len(raw)
+        text = text.rstrip("\n").rstrip("\r")
+        if lineno == 1:
+            text = text.removeprefix("\ufeff")  # a byte-order mark is not text
+        yield lineno, text
 
 
 def _read_whole(path: Path, codec: str, encoding: str) -> Iterator[tuple[int, str]]:
-    data = path.read_bytes()
+    if _is_gzip(path):
+        # a UTF-16/32 newline is not one byte, so count lines in what decoded before the damage
+        chunks: list[bytes] = []
+        try:
+            with gzip.open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    chunks.append(chunk)
+        except _GZIP_ERRORS as e:
+            read = b"".join(chunks).decode(codec, errors="replace")
+            raise _gzip_error(path, read.count("\n") + 1, e) from None
+        data = b"".join(chunks)
+    else:
+        data = path.read_bytes()
     try:
         text = data.decode(codec)
     except UnicodeDecodeError as e:
@@ -220,6 +234,49 @@ def _read_whole(path: Path, codec: str, encoding: str) -> Iterator[tuple[int, st
         lines.pop()
     for lineno, line in enumerate(lines, 1):
         yield lineno, line.rstrip("\r")
+
+
+_GZIP_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
+"""What a damaged .gz raises mid-read: a bad header or checksum, a cut-off stream, bad data."""
+
+
+def _is_gzip(path: Path) -> bool:
+    return path.suffix.lower() == ".gz"
+
+
+def _raw_lines(path: Path) -> Iterator[bytes]:
+    """A file's lines as bytes with their newlines, one at a time; a `.gz` file decompressed
+    on the fly, its damage a DataError at the line the reading reached."""
+    if not _is_gzip(path):
+        with path.open("rb") as f:
+            yield from f
+        return
+    reached = 1
+    try:
+        with gzip.open(path, "rb") as f:
+            for raw in f:
+                yield raw
+                reached += 1
+    except _GZIP_ERRORS as e:
+        raise _gzip_error(path, reached, e) from None
+
+
+def _gzip_error(path: Path, line: int, e: Exception) -> DataError:
+    if isinstance(e, EOFError):
+        found = "the compressed data ends early (a truncated file)"
+    elif isinstance(e, gzip.BadGzipFile) and str(e).startswith("Not a gzipped file"):
+        found = "bytes that are not a gzip header"  # gzip's own message quotes them: not here
+    else:
+        found = str(e)  # a CRC or length mismatch, or zlib's complaint: never the file's text
+    return DataError(
+        f"`{path.name}` cannot be decompressed past line {line - 1}"
+        if line > 1
+        else f"`{path.name}` is not a readable gzip file",
+        code="bad-gzip",
+        path=where(path, line),
+        found=found,
+        hint="the file is damaged or not gzip; recompress it (`gzip -t FILE` tests one)",
+    )
 
 
 def read_text(path: Path, *, encoding: str = "utf-8", skip_empty: bool = True) -> Iterator[Example]:
@@ -420,6 +477,12 @@ def read_examples(
 
     An empty result is an error: training on nothing fails later with a far less clear message.
     """
+    files = reader_files(reader, base_dir)
+    return list(iter_examples(reader, base_dir, drops, files))
+
+
+def reader_files(reader: CallValue, base_dir: BaseDirs | None = None) -> list[Path]:
+    """The files a reader call reads, in the order it reads them."""
     if reader.kind not in READER_KINDS:
         raise DataError(
             f"unknown reader kind `{reader.kind}`",
@@ -427,12 +490,25 @@ def read_examples(
             expected=f"one of {', '.join(READER_KINDS)}",
             suggestion=did_you_mean(reader.kind, READER_KINDS),
         )
+    return resolve_paths(call_args(reader)["path"], base_dir)
+
+
+def iter_examples(
+    reader: CallValue,
+    base_dir: BaseDirs | None = None,
+    drops: DropReport | None = None,
+    files: Sequence[Path] | None = None,
+) -> Iterator[Example]:
+    """`read_examples`, one example at a time: memory flat in the corpus size (what encoding
+    a corpus larger than memory into shards reads). The emptiness check comes at the end."""
     args = call_args(reader)
-    files = resolve_paths(args["path"], base_dir)
-    out: list[Example] = []
+    files = list(files) if files is not None else reader_files(reader, base_dir)
+    count = 0
     for path in files:
-        out.extend(_read_one(reader.kind, path, args, drops))
-    if not out:
+        for example in _read_one(reader.kind, path, args, drops):
+            count += 1
+            yield example
+    if not count:
         names = ", ".join(display_path(p) for p in files)
         raise DataError(
             f"no examples in `{args['path']}`",
@@ -441,7 +517,6 @@ def read_examples(
             found=f"{len(files)} file(s) with no usable line: {names}",
             hint="the corpus may be unprepared or truncated; rebuild it or fix the path",
         )
-    return out
 
 
 def _read_one(

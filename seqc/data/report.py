@@ -64,3 +64,11 @@ class DropReport:
             "counts": dict(sorted(self.counts.items())),
             "examples": {k: list(v) for k, v in sorted(self.examples.items()) if v},
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> DropReport:
+        """A report as `to_json` wrote it (an encoded split records its reader's drops)."""
+        report = cls()
+        report.counts.update({str(k): int(v) for k, v in (data.get("counts") or {}).items()})
+        report.examples = {str(k): list(v) for k, v in (data.get("examples") or {}).items()}
+        return report

@@ -29,12 +29,13 @@ import abc
 import contextlib
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
@@ -53,6 +54,11 @@ BYTE_VOCAB_SIZE = 256 + NUM_SPECIAL
 """Ids of the `bytes` tokenizer: 256 byte values after the four specials."""
 
 TOKENIZER_FILE = "tokenizer.json"
+SAMPLE_SENTENCES = 1_000_000
+"""SentencePiece trains on at most this many sentences of the train split, sampled by
+SentencePiece (`input_sentence_size`): a few hundred MB of memory however large the corpus."""
+SAMPLE_SEED = 0
+"""SentencePiece's random seed for that sample, so the same corpus gives the same model."""
 UNK_TEXT = "\u2047"
 """What `decode` writes for the unknown token (the same mark SentencePiece uses)."""
 
@@ -327,16 +333,19 @@ class SentencePieceTokenizer(_Specials):
     @classmethod
     def train(
         cls,
-        texts: Sequence[str],
+        texts: Iterable[str],
         *,
         vocab_size: int = 8000,
         model_type: str = "unigram",
         character_coverage: float = 1.0,
     ) -> Self:
-        """Train on `texts` (one sentence each). A vocabulary too large for the text is a
-        DataError saying the largest size that would work, rather than a silently smaller
-        model: the spec sizes the model's embedding from `vocab_size`."""
-        if not texts:
+        """Train on `texts` (one sentence each; any iterable, read once), or on a sample of
+        `SAMPLE_SENTENCES` of them drawn by SentencePiece itself (seeded) when there are more.
+        A vocabulary too large for the text is a DataError saying the largest size that would
+        work, rather than a silently smaller model: the spec sizes the model's embedding from
+        `vocab_size`."""
+        counted = _Counted(texts)
+        if not counted.peek():
             raise DataError("no training text for the tokenizer", code="empty-corpus")
         settings = {
             "vocab_size": vocab_size,
@@ -344,9 +353,12 @@ class SentencePieceTokenizer(_Specials):
             "character_coverage": character_coverage,
         }
         out = io.BytesIO()
+        spm.set_random_generator_seed(SAMPLE_SEED)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(texts),
+                sentence_iterator=iter(counted),
+                input_sentence_size=SAMPLE_SENTENCES,
+                shuffle_input_sentence=True,
                 model_writer=out,
                 vocab_size=vocab_size,
                 model_type=model_type,
@@ -361,25 +373,34 @@ class SentencePieceTokenizer(_Specials):
             )
         except RuntimeError as e:
             raise _training_error(str(e), vocab_size) from None
-        return cls(out.getvalue(), settings)
+        tok = cls(out.getvalue(), settings)
+        tok.settings["training_texts"] = counted.count
+        return tok
 
     @classmethod
     def cached(
         cls,
-        texts: Sequence[str],
+        texts: Iterable[str],
         cache_dir: Path,
         *,
         vocab_size: int = 8000,
         model_type: str = "unigram",
         character_coverage: float = 1.0,
+        content_key: str | None = None,
     ) -> Self:
-        """Load the model trained on exactly these texts and settings, or train and cache it."""
+        """Load the model trained on exactly these texts and settings, or train and cache it.
+        With `content_key` (what names the texts: the files' digests and how they are read),
+        the texts are read only to train, never to look the model up."""
         settings = {
             "vocab_size": vocab_size,
             "model_type": model_type,
             "character_coverage": character_coverage,
         }
-        key = training_key(texts, settings)
+        if content_key is None:
+            texts = list(texts)
+            key = training_key(texts, settings)
+        else:
+            key = content_training_key(content_key, settings)
         folder = Path(cache_dir) / f"sentencepiece-{key[:16]}"
         if folder.exists():
             found = cls._verified(folder, key)
@@ -388,7 +409,6 @@ class SentencePieceTokenizer(_Specials):
             _discard(folder)  # damaged, replaced or of an older seqc: never used, rebuilt
         tok = cls.train(texts, **settings)
         tok.settings["key"] = key
-        tok.settings["training_texts"] = len(texts)
         tok.settings["sha256"] = _sha256(tok.model_proto)
         _save_atomically(tok, folder)
         return tok
@@ -446,6 +466,34 @@ def training_key(texts: Iterable[str], settings: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
+def content_training_key(content_key: str, settings: dict[str, Any]) -> str:
+    """sha256 of the settings, the sample's bounds and what names the training text."""
+    record = {"format": 2, "sample": [SAMPLE_SENTENCES, SAMPLE_SEED], **settings}
+    h = hashlib.sha256(json.dumps(record, sort_keys=True).encode())
+    h.update(b"\0" + content_key.encode())
+    return h.hexdigest()
+
+
+class _Counted:
+    """An iterable of texts read once, counted as it goes, whose first text can be looked at
+    before (an empty corpus is an error before SentencePiece starts)."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        self.it = iter(texts)
+        self.head: list[str] = []
+        self.count = 0
+
+    def peek(self) -> bool:
+        if not self.head:
+            self.head = [t for t in itertools.islice(self.it, 1)]
+        return bool(self.head)
+
+    def __iter__(self) -> Iterator[str]:
+        for t in itertools.chain(self.head, self.it):
+            self.count += 1
+            yield t
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -489,9 +537,13 @@ def build_tokenizer(
     texts: Iterable[str],
     cache_dir: Path,
     base_dir: BaseDirs | None = None,
+    content_key: str | None = None,
 ) -> Tokenizer:
     """The tokenizer a spec's `tokenizer = kind(...)` call describes, fitted on `texts` (the
-    train split) or loaded from the cache or from the call's `model` file."""
+    train split) or loaded from the cache or from the call's `model` file. With
+    `content_key` (what names the texts without reading them), `texts` is read only when
+    nothing is cached under it, and counted vocabularies are cached too: counting a
+    gigabyte of text takes minutes."""
     args = call_args(call)
     if call.kind == "bytes":
         return ByteTokenizer()
@@ -500,12 +552,15 @@ def build_tokenizer(
             (path,) = resolve_paths(args["model"], base_dir)[:1]
             return SentencePieceTokenizer.from_model_file(path)
         return SentencePieceTokenizer.cached(
-            list(texts),
+            texts,
             Path(cache_dir),
             vocab_size=args["vocab_size"],
             model_type=args["model_type"],
             character_coverage=args["character_coverage"],
+            content_key=content_key,
         )
+    if content_key is not None and call.kind in ("chars", "words"):
+        return _cached_vocabulary(call, texts, Path(cache_dir), content_key)
     if call.kind == "chars":
         return CharTokenizer.fit(texts, min_count=args["min_count"], lowercase=args["lowercase"])
     if call.kind == "words":
@@ -520,6 +575,27 @@ def build_tokenizer(
         code="unknown-kind",
         expected=f"one of {', '.join(_KINDS)}",
     )
+
+
+def _cached_vocabulary(
+    call: CallValue, texts: Iterable[str], cache_dir: Path, content_key: str
+) -> Tokenizer:
+    """A `chars` or `words` vocabulary counted once per content key, then loaded."""
+    args = {k: v for k, v in sorted(call_args(call).items())}
+    h = hashlib.sha256(json.dumps([call.kind, repr(args)]).encode())
+    h.update(b"\0" + content_key.encode())
+    folder = cache_dir / f"{call.kind}-{h.hexdigest()[:16]}"
+    with contextlib.suppress(DataError, OSError, ValueError, KeyError):
+        return load_tokenizer(folder)
+    tok = build_tokenizer(call, texts, cache_dir)
+    tmp = staging_dir(folder.parent, folder.name)
+    try:
+        tok.save(tmp)
+        with contextlib.suppress(OSError):  # another run got there first: the same vocabulary
+            tmp.rename(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tok
 
 
 def load_tokenizer(directory: Path) -> Tokenizer:

@@ -69,7 +69,7 @@ def test_same_seed_same_order_and_epochs_differ(n: int, buffer: int, seed: int) 
     a = BucketBatcher(lens, buckets, shuffle_buffer=buffer, seed=seed)
     b = BucketBatcher(lens, buckets, shuffle_buffer=buffer, seed=seed)
     assert list(a.epoch(1)) == list(b.epoch(1))
-    assert a.order(0) != a.order(1)
+    assert list(a.order(0)) != list(a.order(1))
 
 
 def test_shuffle_buffer_zero_keeps_file_order() -> None:
@@ -118,3 +118,43 @@ def test_nothing_fits_is_an_error_not_an_endless_loop() -> None:
     batcher = BucketBatcher([50, 60], [Bucket(8, 2)])
     with pytest.raises(DataError, match="no example fits"):
         next(batcher.iterate())
+
+
+def _streamed_epoch(
+    batcher: BucketBatcher, epoch: int, shuffle: bool
+) -> list[tuple[Bucket, tuple[int, ...]]]:
+    """The batches as they were made before plans became arrays (issue 35): examples stream
+    through the buffer into their bucket, a batch leaves when its bucket fills, the partial
+    ones follow at the end, smallest bucket first."""
+    pending: list[list[int]] = [[] for _ in batcher.buckets]
+    out = []
+    for i in batcher.order(epoch, shuffle):
+        k = int(batcher.bucket_of[i])
+        pending[k].append(int(i))
+        if len(pending[k]) == batcher.buckets[k].batch_size:
+            out.append((batcher.buckets[k], tuple(pending[k])))
+            pending[k] = []
+    out += [(batcher.buckets[k], tuple(rest)) for k, rest in enumerate(pending) if rest]
+    return out
+
+
+@PROPS
+@given(lengths, bucket_maps, st.integers(0, 64), st.integers(0, 3), st.integers(0, 2))
+def test_array_plans_are_the_streamed_batches(
+    lens: list[int], buckets: tuple[Bucket, ...], buffer: int, seed: int, epoch: int
+) -> None:
+    batcher = BucketBatcher(lens, buckets, shuffle_buffer=buffer, seed=seed, max_length=45)
+    for shuffle in (True, False):
+        planned = [(p.bucket, p.indices) for p in batcher.epoch(epoch, shuffle)]
+        assert planned == _streamed_epoch(batcher, epoch, shuffle)
+    if batcher.steps_per_epoch:
+        step = epoch * batcher.steps_per_epoch + 1
+        assert batcher.plan_for_step(step) == next(batcher.iterate(step))
+
+
+def test_drops_are_counted_with_a_few_locations() -> None:
+    lens = [99] * 10 + [1]
+    batcher = BucketBatcher(lens, [Bucket(8, 2)], max_length=50, location=lambda i: f"f:{i + 1}")
+    assert batcher.drops.counts["longer-than-max-length"] == 10
+    assert batcher.drops.examples["longer-than-max-length"] == ["f:1", "f:2", "f:3"]
+    assert batcher.num_examples == 1

@@ -7,9 +7,10 @@ a gather's backward is a scatter. This command measures instead: every op of the
 forward graph (the one `seqc place` plans) is cut out as a graph of one op, its operands fed
 random values of their types at the step's sizes (the experiment's largest batch), compiled
 by the backend as a training step is, and timed forward and backward (the pullback of a
-random cotangent; see each backend's `profile_op`) after warm-up, `--reps` times, median. Ops with the same kind, attributes and
-operand types are measured once (the blocks of a Transformer repeat). Leaves (params,
-constants, shape-only masks) and recurrences (`scan`) keep the estimate; the table says so.
+random cotangent; see each backend's `profile_op`) after warm-up, `--reps` times, median.
+Ops with the same kind, attributes and operand types are measured once (the blocks of a
+Transformer repeat). Leaves (params, constants, shape-only masks) and recurrences (`scan`)
+keep the estimate; the table says so.
 
 `seqc place --profile F` uses the measured seconds in place of the estimate for every op the
 file measured. The file names the graph it measured by a digest, and keeps each op's kind,
