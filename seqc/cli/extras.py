@@ -21,6 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ai_edge_litert": ("export",),
     "num2words": ("speech",),
     "sentencepiece": ("jax", "tf"),
+    "grain": ("jax", "tf"),
     "tensorboardX": ("jax", "tf"),
     "sacrebleu": ("jax", "tf"),
     "jiwer": ("jax", "tf", "speech"),

@@ -5,7 +5,8 @@ one help text wherever it appears.
 `seqc train` without it is a usage error, exit 2, before anything is read), and
 `OptionalExpOpt` (`seqc check`: every experiment unless one is named; `seqc decode`: not needed
 with `--artifact`). `--cache-dir` names two different folders, so it is two types:
-`TokenizerCacheOpt` (the run commands) and `DataCacheOpt` (`seqc data`).
+`TokenizerCacheOpt` (the run commands and `seqc data encode`) and `DataCacheOpt` (`seqc data
+prepare` and `list`).
 
 This module imports nothing heavy: the front end's commands read it on every start.
 """
@@ -39,9 +40,11 @@ RunDirOpt = Annotated[
 ]
 
 TokenizerCacheOpt = Annotated[
-    Path | None, typer.Option("--cache-dir", help="Tokenizer cache (default .cache/tokenizers).")
+    Path | None,
+    typer.Option("--cache-dir", help="Tokenizers and encoded splits (default .cache/tokenizers)."),
 ]
-"""`--cache-dir` of the commands that read a spec's data: where tokenizers are kept."""
+"""`--cache-dir` of the commands that read a spec's data: where tokenizers and the encoded
+splits are kept (`seqc data encode` too)."""
 
 DataCacheOpt = Annotated[
     Path | None,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -225,6 +226,7 @@ class BucketBatcher:
         counts = np.bincount(self.bucket_of[self.kept], minlength=len(self.buckets))
         self.examples_per_bucket: tuple[int, ...] = tuple(int(c) for c in counts)
         self._plans: dict[tuple[int, bool], EpochPlan] = {}
+        self._lock = threading.Lock()
 
     @property
     def num_examples(self) -> int:
@@ -251,9 +253,15 @@ class BucketBatcher:
         """The batches of one epoch: a batch leaves as soon as its bucket fills; the partial
         batches left at the end follow, smallest bucket first. The last two epochs' plans are
         kept (a step's neighbours are in the same epoch, or the next)."""
-        key = (epoch, shuffle)
-        if key in self._plans:
+        with self._lock:  # the loader's threads ask at once; one of them makes the plan
+            key = (epoch, shuffle)
+            if key not in self._plans:
+                if len(self._plans) >= 2:
+                    self._plans.pop(next(iter(self._plans)))
+                self._plans[key] = self._make_plan(epoch, shuffle)
             return self._plans[key]
+
+    def _make_plan(self, epoch: int, shuffle: bool) -> EpochPlan:
         order = self.order(epoch, shuffle)
         of = self.bucket_of[order]
         buckets, los, his, emits, parts = [], [], [], [], []
@@ -283,9 +291,6 @@ class BucketBatcher:
                 np.concatenate(his)[by],
                 np.concatenate(parts),
             )
-        if len(self._plans) >= 2:
-            self._plans.pop(next(iter(self._plans)))
-        self._plans[key] = plan
         return plan
 
     def batch(self, plan: EpochPlan, j: int) -> BatchPlan:

@@ -47,7 +47,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -82,6 +82,9 @@ from seqc.data.split_data import Framing, SplitData
 from seqc.data.tokenizers import Tokenizer, build_tokenizer, fingerprint
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.values import CallValue
+
+if TYPE_CHECKING:
+    from seqc.data.shards.loader import BatchStream
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 DEFAULT_CACHE_DIR = Path(".cache") / "tokenizers"
@@ -357,16 +360,30 @@ class InputPipeline:
     def steps_per_epoch(self, split: str = "train") -> int:
         return self._split(split).batcher.steps_per_epoch
 
-    def batches(self, split: str = "train", *, start_step: int = 0) -> Iterator[Batch]:
+    def batches(self, split: str = "train", *, start_step: int = 0) -> BatchStream:
         """Train: shuffled batches forever, from global step `start_step`. Dev/test: one
-        pass in file order."""
+        pass in file order. Streamed by Grain (`seqc.data.shards.loader`): made ahead of the
+        step that takes them, with a state a checkpoint can keep (`get_state`)."""
+        from seqc.data.shards.loader import BatchStream
+
         data = self._split(split)
+        batcher = data.batcher
+        assert batcher is not None
         if split == "train":
-            plans = data.batcher.iterate(start_step, shuffle=True)
-        else:
-            plans = data.batcher.epoch(0, shuffle=False)
-        for plan in plans:
-            yield data.materialise(plan.bucket, plan.indices)
+            batcher.plan_for_step(start_step)  # no batch at all: the error now, not in a thread
+
+            def make(step: int) -> Batch:
+                plan = batcher.plan_for_step(step)
+                return data.materialise(plan.bucket, plan.indices)
+
+            return BatchStream(make, start_step)
+        plan = batcher.plan(0, shuffle=False)
+
+        def make_eval(j: int) -> Batch:
+            batch = batcher.batch(plan, j)
+            return data.materialise(batch.bucket, batch.indices)
+
+        return BatchStream(make_eval, 0, len(plan))
 
     def epoch(
         self, split: str = "train", epoch: int = 0, shuffle: bool | None = None
@@ -422,6 +439,7 @@ class InputPipeline:
                 f"  {name}: {s.texts} examples, {s.size} sequences, "
                 f"{s.batcher.steps_per_epoch} batches/epoch; {s.drops}"
             )
+        lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def require_samples(self, min_samples: int) -> None:

@@ -10,13 +10,17 @@ the pipeline do not depend on which tokenizer a spec picks:
 
 Kinds, matching the catalogue's `tokenizer` namespace:
 
-- `sentencepiece`: a subword model trained on the train split with the spec's settings. Training
-  takes seconds to minutes, so models are cached under `cache_dir`, keyed by a hash of the
-  training text and the settings: a second run with the same data and spec loads the model
-  instead of retraining, and any change to either trains a new one. Each entry records its key
+- `sentencepiece`: a subword model trained on the train split with the spec's settings (on a
+  seeded sample of `SAMPLE_SENTENCES` when the split has more). Training takes seconds to
+  minutes, so models are cached under `cache_dir`, keyed by a hash of the settings and of the
+  training text, or of what names it (`content_key`: the pipeline passes the train files'
+  digests, so a run finds its model without reading the corpus): a second run with the same
+  data and spec loads the model instead of retraining, and any change to either trains a new
+  one. Each entry records its key
   and its model file's sha256, checked whenever it is read: an entry that fails (truncated,
   another model copied in, written by an older seqc) is rebuilt, never used.
-- `chars`, `words`: vocabularies counted from the training text (cheap, so never cached).
+- `chars`, `words`: vocabularies counted from the training text; cached by `content_key` when
+  one is given (counting a gigabyte takes minutes), else counted each time.
 - `bytes`: UTF-8 bytes, ids 4..259; needs no training and never produces `unk`.
 
 Each tokenizer can `save` itself to a directory (a `tokenizer.json` plus any model file) and
@@ -585,8 +589,10 @@ def _cached_vocabulary(
     h = hashlib.sha256(json.dumps([call.kind, repr(args)]).encode())
     h.update(b"\0" + content_key.encode())
     folder = cache_dir / f"{call.kind}-{h.hexdigest()[:16]}"
-    with contextlib.suppress(DataError, OSError, ValueError, KeyError):
-        return load_tokenizer(folder)
+    if folder.exists():
+        with contextlib.suppress(DataError, OSError, ValueError, KeyError):
+            return load_tokenizer(folder)
+        _discard(folder)  # damaged: rebuilt, never used
     tok = build_tokenizer(call, texts, cache_dir)
     tmp = staging_dir(folder.parent, folder.name)
     try:

@@ -43,7 +43,8 @@ CHUNK = 20_000
 """Examples a worker tokenises at a time: a few MB of text, a few hundred ms of work."""
 
 Progress = Callable[[int, int], None]
-"""Called as examples are written: (examples so far, characters of text so far)."""
+"""Called with (0, 0) as a split's encoding starts, then as examples are written: (examples so
+far, characters of text so far)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ def _write(
         if progress is not None:
             progress(count, chars)
 
+    if progress is not None:
+        progress(0, 0)
     chunks = _chunks(examples)
     first = next(chunks, [])
     second = next(chunks, None)

@@ -53,7 +53,7 @@ from seqc.run.train.interrupt import NAMES, Interrupted, StopRequests
 from seqc.run.train.layout import plan_mesh, plan_placement
 from seqc.run.train.mix import Mix
 from seqc.run.train.patience import Patience
-from seqc.run.train.record import minutes_before, model_params, run_info
+from seqc.run.train.record import loader_state_at, minutes_before, model_params, run_info
 from seqc.run.train.schedule import Schedule, learning_rate
 from seqc.run.train.stepper import MultiTaskSteps, TaskSteps
 from seqc.run.train.warm_start import WarmStart, warm_start
@@ -196,6 +196,8 @@ class Loop:
         self.window = (0.0, time.perf_counter())
         self.result: TrainResult | None = None
         self.processes = 1
+        self.loader_state: dict[str, dict[str, Any]] | None = None
+        """Resuming: each task's data loader state, as the checkpoint resumed from recorded."""
         self.agree: Callable[[bool], bool] | None = None
         """With several processes: whether any of them was asked to stop (all call it at each
         step, so all stop at the same one and write one checkpoint together)."""
@@ -234,12 +236,13 @@ class Loop:
         start = int(np.asarray(state["step"]))
         run.resumed(session.program, session.resolved, start)
         self.started -= 60.0 * minutes_before(run.metrics_path, start)
+        self.loader_state = loader_state_at(run.metrics_path, start)
         self.reporter.info(f"resumed from step {start} of {run.checkpoints}")
         return state, start
 
     # ---------------------------------------------------------------- steps
     def train(self, state: dict[str, Any], start: int, progress: bool) -> dict[str, Any]:
-        batches = self.steps.batches(start)
+        batches = self.steps.batches(start, self.loader_state)
         bar = self.reporter.progress(self.total, start) if progress else NoProgress()
         announce = lambda signum: self.reporter.info(  # noqa: E731
             f"{NAMES.get(signum, signum)}: stopping after this step with a checkpoint "
@@ -366,7 +369,9 @@ class Loop:
             except NoSpace as e:
                 raise checkpoint_no_space(e, self.checkpoints.latest()) from None
             minutes = (time.perf_counter() - self.started) / 60.0
-            self.run.log({"step": done, "split": "checkpoint", "minutes": minutes})
+            loader = self.steps.loader_state()  # where each task's data stream goes on from
+            record = {"step": done, "split": "checkpoint", "minutes": minutes, "loader": loader}
+            self.run.log(record)
 
     def evaluating(self, when: str) -> str:
         """The line said as a dev evaluation around the run starts."""

@@ -91,3 +91,20 @@ def minutes_before(metrics: Path, step: int) -> float:
         if record.get("split") in ("dev", "checkpoint") and int(record.get("step", 0)) <= step:
             minutes = max(minutes, float(record.get("minutes", 0.0)))
     return minutes
+
+
+def loader_state_at(metrics: Path, step: int) -> dict[str, dict[str, Any]] | None:
+    """The data loaders' state recorded with the checkpoint of `step` (each task's Grain
+    iterator state), or None for a run whose checkpoints did not record one."""
+    if not metrics.exists():
+        return None
+    found = None
+    for line in metrics.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("split") == "checkpoint" and record.get("step") == step:
+            loader = record.get("loader")
+            found = loader if isinstance(loader, dict) else found
+    return found

@@ -48,13 +48,24 @@ class TaskSteps:
         """Initial values known only from the data (a sampled loss's output bias)."""
         return {} if self.candidates is None else self.candidates.initial(self.session.compiled)
 
-    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+    def batches(
+        self, start: int, loader: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Each step's batch from `start`; the stream goes on from `loader` (its state as a
+        checkpoint recorded it) when given, else from step `start`."""
         step = start
-        for batch in self.session.pipeline.batches("train", start_step=start):
+        task = self.session.task
+        first = _position(loader, task, start)
+        self.stream = self.session.pipeline.batches("train", start_step=first)
+        for batch in self.stream:
             if self.candidates is not None:  # a sampled loss: the step's candidate words
                 batch = self.candidates.attach(batch, step)
-            yield {self.session.task: batch}
+            yield {task: batch}
             step += 1
+
+    def loader_state(self) -> dict[str, dict[str, Any]]:
+        """The data stream's state, for a checkpoint to record."""
+        return {self.session.task: self.stream.get_state()}
 
     def step(
         self, state: Any, batches: Mapping[str, Any], rate: float
@@ -89,12 +100,18 @@ class MultiTaskSteps:
                 given |= c.initial(self.joint.sessions[t].compiled)
         return given
 
-    def batches(self, start: int) -> Iterator[dict[str, Any]]:
+    def batches(
+        self, start: int, loader: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Each step's batches from `start`, each task's stream from its position: as the
+        checkpoint's `loader` state recorded it, else as the mix says it was at `start`."""
         position = self.mix.positions(start)
+        position = {t: _position(loader, t, p) for t, p in position.items()}
         streams = {
             t: s.pipeline.batches("train", start_step=position[t])
             for t, s in self.joint.sessions.items()
         }
+        self.streams = streams
         for picks in self.mix.schedule(start):
             out = {}
             for t in picks:
@@ -106,8 +123,19 @@ class MultiTaskSteps:
                 out[t] = batch
             yield out
 
+    def loader_state(self) -> dict[str, dict[str, Any]]:
+        """Each task's data stream's state, for a checkpoint to record."""
+        return {t: s.get_state() for t, s in self.streams.items()}
+
     def step(
         self, state: Any, batches: Mapping[str, Any], rate: float
     ) -> tuple[Any, dict[str, Any]]:
         rates = {t: rate * self.mix.lr_scale[t] for t in batches}
         return self.model.train_step(state, batches, rates)
+
+
+def _position(loader: Mapping[str, Mapping[str, Any]] | None, task: str, derived: int) -> int:
+    """Where a task's stream goes on from: the recorded loader state's next index, else the
+    position derived from the step."""
+    state = (loader or {}).get(task) or {}
+    return int(state.get("next_index", derived))
