@@ -108,7 +108,7 @@ TESTS = Path(__file__).resolve().parent
 FRAMEWORK_FREE = {
     "frontend": {"*"},
     "compiler": {"placement_algorithms", "placement_graph", "typed_config"},
-    "data": {"data_bucketing", "data_readers", "proposal", "targets"},
+    "data": {"data_bucketing", "data_readers", "gzip_readers", "proposal", "targets"},
     "project": {"extras", "private_names", "readme"},
 }
 """The test files (`test_NAME.py`) that load no ML framework in the test process, by folder
