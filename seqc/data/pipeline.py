@@ -1,8 +1,12 @@
 """From a resolved `input` block to batches of token ids.
 
-`InputPipeline(config)` reads the train/dev/test splits, builds the tokenizer from the train
-split, tokenises everything once, and plans batches per split with `BucketBatcher`. What comes
-out is `Batch`es of numpy int32 ids and bool masks (see `seqc.data.batch` for the fields).
+`InputPipeline(config)` finds the train/dev/test splits' files, builds the tokenizer from the
+train split (or finds it in the cache by the files' content), has each split encoded once into
+arrays on disk (`seqc.data.shards`: found in the cache by every later run, process and resume),
+plans batches per split with `BucketBatcher` from the lengths alone, and streams them with
+Grain (`seqc.data.shards.loader`), slicing each batch from the memory-mapped arrays
+(`seqc.data.split_data`). What comes out is `Batch`es of numpy int32 ids and bool masks (see
+`seqc.data.batch` for the fields). Memory is flat in the corpus size: nothing per token is held.
 
 Choices worth knowing:
 
@@ -63,13 +67,13 @@ from seqc.data.bucketing import (
 )
 from seqc.data.calls import call_args, kind_spec
 from seqc.data.errors import DataError
+from seqc.data.input_checks import TrainTexts, check_reader
 from seqc.data.proposal import count_tokens
 from seqc.data.readers import (
     BaseDirs,
     Example,
     has_target,
     is_audio,
-    iter_examples,
     read_examples,
     reader_files,
     spec_bases,
@@ -165,7 +169,7 @@ class InputPipeline:
             reader = cfg.get(split)
             if reader is None:
                 continue
-            self._check_reader(split, reader)
+            check_reader(split, reader, self.task, self.sample_rate)
             readers[split] = reader
         if "train" not in readers:
             raise DataError("an input block needs a train split", code="missing-train")
@@ -187,18 +191,19 @@ class InputPipeline:
 
         content = self._content_key(readers["train"], files["train"])
         target_call = cfg.get("target_tokenizer")
+        fitted_on = self._tokenizer_sides(target_call)
         self.tokenizer: Tokenizer = build_tokenizer(
             cfg["tokenizer"],
-            _Texts(self, readers["train"], files["train"], self._tokenizer_sides(target_call)),
+            TrainTexts(readers["train"], files["train"], fitted_on, base_dir, self.lowercase),
             self.cache_dir,
             base_dir,
-            content_key=content + ":" + ",".join(self._tokenizer_sides(target_call)),
+            content_key=content + ":" + ",".join(fitted_on),
         )
         self.target_tokenizer: Tokenizer = self.tokenizer
         if self.task == "seq2seq" and target_call is not None:
             self.target_tokenizer = build_tokenizer(
                 target_call,
-                _Texts(self, readers["train"], files["train"], ("target",)),
+                TrainTexts(readers["train"], files["train"], ("target",), base_dir, self.lowercase),
                 self.cache_dir,
                 base_dir,
                 content_key=content + ":target",
@@ -249,40 +254,6 @@ class InputPipeline:
             data.batcher = self._batcher(split, data.lengths(), data.location, data.drops)
             self.splits[split] = data
         self.splits = {split: self.splits[split] for split in readers}
-
-    def _check_reader(self, split: str, reader: CallValue) -> None:
-        """Every split reads what the train split reads: audio or text, at one sample rate,
-        with a target or without."""
-        if is_audio(reader) != (self.task == "asr"):
-            this = "reads audio" if is_audio(reader) else "reads text"
-            train = "does" if self.task == "asr" else "does not"
-            raise DataError(
-                f"the {split} reader {this} but the train reader {train}",
-                code="mixed-splits",
-                found=str(reader),
-                hint="give every split of an input block the same kind of reader",
-            )
-        if self.sample_rate is not None:
-            rate = int(call_args(reader)["sample_rate"])
-            if rate != self.sample_rate:
-                raise DataError(
-                    f"the {split} reader's sample_rate is {rate} Hz, the train reader's "
-                    f"{self.sample_rate} Hz",
-                    code="mixed-splits",
-                    expected=f"{self.sample_rate} Hz, as the model is trained on",
-                    found=f"{rate} Hz",
-                    hint="resample the split with `sox -D in.wav -r "
-                    f"{self.sample_rate} -c 1 -b 16 out.wav`",
-                )
-        if self.task != "asr" and has_target(reader) != (self.task == "seq2seq"):
-            this = "has a" if has_target(reader) else "has no"
-            train = "has one" if self.task == "seq2seq" else "does not"
-            raise DataError(
-                f"the {split} reader {this} target but the train reader {train}",
-                code="mixed-splits",
-                found=str(reader),
-                hint="give every split of an input block the same columns or fields",
-            )
 
     def _tokenizer_sides(self, target_call: CallValue | None) -> tuple[str, ...]:
         """Which texts of the train split the (source) tokenizer is fitted on, in order."""
@@ -510,27 +481,6 @@ class InputPipeline:
         )
         drops.merge(batcher.drops)
         return batcher
-
-
-class _Texts:
-    """The train split's texts a tokenizer is fitted on, side after side, in file order:
-    read from the files each time it is iterated (only when no tokenizer is cached)."""
-
-    def __init__(
-        self,
-        pipeline: InputPipeline,
-        reader: CallValue,
-        files: list[Path],
-        sides: tuple[str, ...],
-    ) -> None:
-        self.reader, self.files, self.sides = reader, files, sides
-        self.base_dir, self.lowercase = pipeline.base_dir, pipeline.lowercase
-
-    def __iter__(self) -> Iterator[str]:
-        for side in self.sides:
-            for e in iter_examples(self.reader, self.base_dir, None, self.files):
-                text = e.source if side == "source" else e.target or ""
-                yield text.lower() if self.lowercase else text
 
 
 def _eval_buckets(buckets: tuple[Bucket, ...], longest: int) -> tuple[Bucket, ...]:
