@@ -1,9 +1,10 @@
 """Data-scale benchmark: the input pipeline of `lm.shakespeare.quick` on corpora of growing size.
 
-Why: seqc's input pipeline is moving from tokenising a whole corpus in memory at every run to
-encoding it once into shards on disk (`seqc data encode`) and streaming batches from them, so a
-run's memory should stay flat in the corpus size and its first step should not wait for the
-corpus to be tokenised again. This measures both, at each of `--sizes` MB of training text.
+Why: seqc's input pipeline encodes a corpus once into arrays on disk (`seqc data encode`, or a
+run's first start) and streams batches from them, where it used to tokenise the whole corpus in
+memory at every run: a run's memory should stay flat in the corpus size and its start should not
+wait for the corpus to be tokenised again. This measures both, at each of `--sizes` MB of
+training text (figures in docs/results.md, "Data at scale").
 
 For each size, a work folder under `--work` holds a copy of `examples/lm/shakespeare.seq` and
 `examples/common/` (the spec imports `../common/transformer.seq`; a `seqc.toml` makes the folder
