@@ -134,6 +134,13 @@ class Model(Protocol):
         """`loss`, `nll_sum`, `tokens`, `correct` of a batch (see `lower.criterion`)."""
         ...
 
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """The rows [lo, hi) of a training batch of `rows` rows that this process's devices
+        take, or None when it takes them all (one process, or a chief that feeds workers).
+        The input pipeline reads only those rows' ids from disk; the other rows carry their
+        masks, which some strategies weigh replicas by, and ids no device reads."""
+        ...
+
     def logits(self, params: Any, arrays: Arrays) -> Any:
         """The forward graph's logits for a batch's arrays, no dropout."""
         ...

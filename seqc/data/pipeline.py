@@ -331,10 +331,18 @@ class InputPipeline:
     def steps_per_epoch(self, split: str = "train") -> int:
         return self._split(split).batcher.steps_per_epoch
 
-    def batches(self, split: str = "train", *, start_step: int = 0) -> BatchStream:
+    def batches(
+        self,
+        split: str = "train",
+        *,
+        start_step: int = 0,
+        local_rows: Callable[[int], tuple[int, int] | None] | None = None,
+    ) -> BatchStream:
         """Train: shuffled batches forever, from global step `start_step`. Dev/test: one
         pass in file order. Streamed by Grain (`seqc.data.shards.loader`): made ahead of the
-        step that takes them, with a state a checkpoint can keep (`get_state`)."""
+        step that takes them, with a state a checkpoint can keep (`get_state`).
+        `local_rows(rows)`: the rows of a training batch this process's devices take (a
+        model's `local_rows`); only those rows' ids are read (`SplitData.materialise`)."""
         from seqc.data.shards.loader import BatchStream
 
         data = self._split(split)
@@ -345,7 +353,8 @@ class InputPipeline:
 
             def make(step: int) -> Batch:
                 plan = batcher.plan_for_step(step)
-                return data.materialise(plan.bucket, plan.indices)
+                local = local_rows(plan.bucket.batch_size) if local_rows else None
+                return data.materialise(plan.bucket, plan.indices, local)
 
             return BatchStream(make, start_step)
         plan = batcher.plan(0, shuffle=False)

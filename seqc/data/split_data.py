@@ -122,20 +122,29 @@ class SplitData:
 
     # ------------------------------------------------------------------ batches
 
-    def materialise(self, bucket: Bucket, indices: tuple[int, ...]) -> Batch:
-        """The batch of these sequences, padded to the bucket's shape."""
+    def materialise(
+        self, bucket: Bucket, indices: tuple[int, ...], local: tuple[int, int] | None = None
+    ) -> Batch:
+        """The batch of these sequences, padded to the bucket's shape. With `local` (rows
+        [lo, hi): what this process's devices take of the batch), only those rows' ids are
+        read from disk (and, for speech, their wavs); every row keeps its masks, from the
+        lengths, and the other rows' ids are zeros that no device of this process reads."""
         rows, length = bucket.batch_size, bucket.bound
         f = self.framing
+        mine = _reads(len(indices), local)
         if self.task == "asr":
-            return self._speech(bucket, indices)
+            return self._speech(bucket, indices, mine)
         if self.task == "lm":
-            pairs = [self._lm(i) for i in indices]
+            pairs = [
+                self._lm(i) if r else self._lm_lengths(i)
+                for i, r in zip(indices, mine, strict=True)
+            ]
             inputs, _ = pad([p[0] for p in pairs], rows, length, f.pad)
             targets, mask = pad([p[1] for p in pairs], rows, length, f.pad)
             arrays = {"inputs": inputs, "targets": targets, "mask": mask}
             return Batch(self.task, arrays, length, len(indices), indices)
-        srcs = [self.store.ids("source", i) for i in indices]
-        tgts = [self.store.ids("target", i) for i in indices]
+        srcs = [self._side("source", i, r) for i, r in zip(indices, mine, strict=True)]
+        tgts = [self._side("target", i, r) for i, r in zip(indices, mine, strict=True)]
         src, src_mask = pad(srcs, rows, length, f.pad)
         tgt_in, _ = pad([_after_bos(f.bos, t) for t in tgts], rows, length, f.target_pad)
         tgt_out, tgt_mask = pad(tgts, rows, length, f.target_pad)
@@ -147,6 +156,24 @@ class SplitData:
             "tgt_mask": tgt_mask,
         }
         return Batch(self.task, arrays, length, len(indices), indices)
+
+    def _side(self, side: str, i: int, read: bool) -> np.ndarray:
+        """Example i's ids on one side, or zeros as many (its offsets alone read)."""
+        if read:
+            return self.store.ids(side, i)
+        off = self.store.offsets[side]
+        return np.zeros(int(off[i + 1]) - int(off[i]), np.int32)
+
+    def _lm_lengths(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """A language model's sequence i as zeros of its length (another process's row)."""
+        if self.window:
+            total = len(self.store.tokens["source"])
+            n = min(self.window, total - i * self.window)
+        else:
+            off = self.store.offsets["source"]
+            n = int(off[i + 1]) - int(off[i])
+        zeros = np.zeros(n, np.int32)
+        return zeros, zeros
 
     def _lm(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """A language model's sequence i: (inputs, targets)."""
@@ -160,7 +187,7 @@ class SplitData:
             return _after_bos(self.framing.bos, targets), targets
         return flat[lo - 1 : lo - 1 + len(targets)], targets
 
-    def _speech(self, bucket: Bucket, indices: tuple[int, ...]) -> Batch:
+    def _speech(self, bucket: Bucket, indices: tuple[int, ...], mine: list[bool]) -> Batch:
         rows, length = bucket.batch_size, bucket.bound
         assert self.audio is not None
         audio = np.zeros((rows, length), np.float32)
@@ -169,6 +196,9 @@ class SplitData:
             example = self.audio[i]
             clip = example.audio
             assert clip is not None
+            if not mine[r]:  # another process's row: its mask, from the wav's header
+                audio_mask[r, : clip.frames] = True
+                continue
             samples = read_wav(clip.path, clip.sample_rate, location=example.location)
             if len(samples) != clip.frames:
                 raise DataError(
@@ -182,7 +212,7 @@ class SplitData:
             audio[r, : len(samples)] = to_float(samples)
             audio_mask[r, : len(samples)] = True
         f, label_length = self.framing, self.label_length
-        with_eos = [self.store.ids("target", i) for i in indices]
+        with_eos = [self._side("target", i, r) for i, r in zip(indices, mine, strict=True)]
         labels, label_mask = pad([t[:-1] for t in with_eos], rows, label_length, f.pad)
         tgt_in, _ = pad([_after_bos(f.bos, t) for t in with_eos], rows, label_length, f.pad)
         tgt_out, tgt_mask = pad(with_eos, rows, label_length, f.pad)
@@ -205,3 +235,11 @@ def _after_bos(bos: int, with_eos: np.ndarray) -> np.ndarray:
         out[0] = bos
         out[1:] = with_eos[:-1]
     return out
+
+
+def _reads(count: int, local: tuple[int, int] | None) -> list[bool]:
+    """Per real row of a batch: whether this process reads its ids."""
+    if local is None:
+        return [True] * count
+    lo, hi = local
+    return [lo <= r < hi for r in range(count)]

@@ -199,3 +199,34 @@ def test_an_empty_split_is_an_error_naming_it(tmp_path: Path) -> None:
         InputPipeline(config, base_dir=tmp_path, cache_dir=tmp_path / "c")
     assert info.value.code == "empty-corpus"
     assert not _encoded_folders(tmp_path / "c", "dev")
+
+
+@pytest.mark.parametrize(
+    ("make", "pack"),
+    [(text_input, None), (text_input, False), (pair_input, None)],
+    ids=["lm-packed", "lm-lines", "seq2seq"],
+)
+def test_two_processes_read_disjoint_rows_that_make_the_whole_batch(
+    tmp_path: Path, make: Callable[..., dict[str, Any]], pack: bool | None
+) -> None:
+    """Each half of every batch from its own process's read; the other half's ids are zeros
+    (never read), its masks the whole batch's (strategies weigh replicas by them)."""
+    pipe = InputPipeline(make(tmp_path), base_dir=tmp_path, cache_dir=tmp_path / "c", pack=pack)
+    data = pipe.splits["train"]
+    assert data.batcher is not None
+    for step in range(2 * pipe.steps_per_epoch()):
+        plan = data.batcher.plan_for_step(step)
+        rows = plan.bucket.batch_size
+        whole = data.materialise(plan.bucket, plan.indices)
+        halves = [(0, rows // 2), (rows // 2, rows)]
+        for lo, hi in halves:
+            share = data.materialise(plan.bucket, plan.indices, (lo, hi))
+            other = np.ones(rows, bool)
+            other[lo:hi] = False
+            for name, value in whole.arrays.items():
+                if name.endswith("mask"):
+                    np.testing.assert_array_equal(share.arrays[name], value, err_msg=name)
+                    continue
+                np.testing.assert_array_equal(share.arrays[name][lo:hi], value[lo:hi], name)
+                if name in ("targets", "src", "tgt_out"):  # no id of another row was read
+                    assert not share.arrays[name][other].any(), name

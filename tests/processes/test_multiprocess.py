@@ -131,7 +131,13 @@ def test_two_processes_train_as_one(folder: Path, straight: Path, one: list[floa
     for x, y in zip(one, two[:20], strict=True):
         assert abs(x - y) <= 1e-5 * abs(x), (one, two[:20])
     topology = json.loads((straight / "run.json").read_text())["topology"]
-    assert topology == {"backend": "jax", "processes": 2, "mesh": {"data": 2}, "strategy": "spmd"}
+    assert topology == {
+        "backend": "jax",
+        "processes": 2,
+        "mesh": {"data": 2},
+        "strategy": "spmd",
+        "rows": {"lo": 0, "hi": 4, "of": 8},  # process 0 reads the first half of each batch
+    }
 
 
 def test_a_run_resumes_on_another_process_count(folder: Path, one: list[float]) -> None:

@@ -202,6 +202,7 @@ def test_two_workers_train_as_one_process_and_resume(folder: Path, reference: li
         "processes": 2,
         "mesh": {"data": 2},
         "strategy": "multi_worker_mirrored",
+        "rows": {"lo": 0, "hi": 4, "of": 8},  # worker 0 reads the first half of each batch
     }
     code, out = _launch(_train(folder, "two", *MESH2, "--resume"))
     assert code == 0, out[-3000:]

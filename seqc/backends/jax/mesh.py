@@ -4,13 +4,15 @@ as its param), of the batches and of the rest (replicated).
 
 The training step stays one `jax.jit` program: its inputs arrive sharded, its state keeps its
 shardings (`out_shardings`), and XLA's SPMD partitioner splits the computation and inserts the
-collectives. Batches are global: every process builds the same batch (the data order is a pure
-function of seed and step) and hands its devices only their rows (`global_array`), so a run on
-any number of processes sees the same data as on one.
+collectives. Batches are global: every process plans the same batch (the data order is a pure
+function of seed and step), reads from disk only the rows its devices hold (`local_rows`), and
+hands its devices those rows (`global_array`), so a run on any number of processes sees the
+same data as on one.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -41,6 +43,17 @@ class Sharded:
     def batch(self, ndim: int) -> NamedSharding:
         """Rows split over the batch axes; the other dimensions whole."""
         return NamedSharding(self.mesh, PartitionSpec(self.batch_axes, *([None] * (ndim - 1))))
+
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """The rows [lo, hi) of a `rows`-row training batch that this process's devices
+        hold, when they are one block and not all of it; None otherwise (every row is read)."""
+        held = self.batch(2).addressable_devices_indices_map((rows, 1)).values()
+        spans = sorted({(ix[0].indices(rows)[0], ix[0].indices(rows)[1]) for ix in held})
+        lo, hi = spans[0][0], spans[-1][1]
+        contiguous = all(a[1] >= b[0] for a, b in itertools.pairwise(spans))
+        if not contiguous or (lo, hi) == (0, rows):
+            return None
+        return lo, hi
 
     def opt_state(self, opt_state: Any) -> Any:
         """The optimizer state's shardings: every param-shaped moment as its param, the rest

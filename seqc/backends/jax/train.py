@@ -196,6 +196,10 @@ class JaxModel:
         state, metrics = self._train_step(state, arrays, np.float32(lr))
         return state, {k: local(v) for k, v in metrics.items()}
 
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """The rows this process's devices hold of a batch (`Sharded.local_rows`)."""
+        return None if self.sharded is None else self.sharded.local_rows(rows)
+
     def eval_step(self, params: dict, batch: Any) -> dict:
         if self.sharded is None:
             return self._eval_step(params, dict(batch.arrays))

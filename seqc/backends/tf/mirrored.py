@@ -119,6 +119,7 @@ class MirroredTfModel(TfModel):
         self.replicas = int(distribution.num_replicas_in_sync)
         self._devices = list(distribution.extended.worker_devices)
         self._per_sequence = task.per_sequence
+        self._local = _local_replicas(distribution)
 
     def train_step(
         self, state: dict[str, Any], batch: Any, lr: float
@@ -127,6 +128,13 @@ class MirroredTfModel(TfModel):
             raise ValueError("a TfModel steps only its own variables (pass model.state)")
         arrays, weights = self._split(batch.arrays)
         return state, self.compiled_step(arrays, weights, tf.constant(lr, tf.float32))
+
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """The rows of this worker's replicas (each replica takes `rows / replicas` in order),
+        when they are not all of them; None for one worker."""
+        share = rows // self.replicas
+        lo, hi = self._local[0] * share, (self._local[-1] + 1) * share
+        return None if (lo, hi) == (0, rows) else (lo, hi)
 
     def count(self, mask: np.ndarray) -> int:
         """What the criterion divides a replica's total by: its real tokens, or its non-empty
@@ -174,3 +182,16 @@ class MirroredTfModel(TfModel):
             norm = self.update([first(g) for g in grads], lr)
         loss, nll_sum, tokens = (first(v) for v in sums)
         return {"loss": loss, "nll_sum": nll_sum, "tokens": tokens, "grad_norm": norm}
+
+
+def _local_replicas(distribution: tf.distribute.Strategy) -> list[int]:
+    """The ids (in the sync group) of this process's replicas: a distributed value's function
+    is called for the local replicas only. Contiguous in every layout TensorFlow makes."""
+    ids: list[int] = []
+
+    def record(ctx: tf.distribute.experimental.ValueContext) -> tf.Tensor:
+        ids.append(int(ctx.replica_id_in_sync_group))
+        return tf.constant(0)
+
+    distribution.experimental_distribute_values_from_function(record)
+    return sorted(ids)

@@ -227,6 +227,10 @@ class TfModel:
             raise ValueError("a TfModel steps only its own variables (pass model.state)")
         return state, self.compiled_step(self.batch_tensors(batch), tf.constant(lr, tf.float32))
 
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """One copy takes the whole batch (a parameter-server chief too: it feeds workers)."""
+        return None
+
     def eval_step(self, params: dict[str, Any], batch: Any) -> dict[str, tf.Tensor]:
         return self._eval_step(params, self.batch_tensors(batch))
 

@@ -46,6 +46,7 @@ def run_info(
             "processes": processes,
             "mesh": None if sharding is None else dict(sharding.mesh),
             "strategy": model.strategy,
+            "rows": _local_rows(first, next(iter(units.values())).model),
         },
     }
     if isinstance(steps, MultiTaskSteps):
@@ -108,3 +109,11 @@ def loader_state_at(metrics: Path, step: int) -> dict[str, dict[str, Any]] | Non
             loader = record.get("loader")
             found = loader if isinstance(loader, dict) else found
     return found
+
+
+def _local_rows(session: Session, model: Model) -> dict[str, int] | None:
+    """The rows [lo, hi) of the first training bucket's batches that the process writing the
+    record reads (`Model.local_rows`); None where it reads them all."""
+    rows = session.pipeline.buckets[0].batch_size
+    local = model.local_rows(rows)
+    return None if local is None else {"lo": local[0], "hi": local[1], "of": rows}

@@ -56,7 +56,9 @@ class TaskSteps:
         step = start
         task = self.session.task
         first = _position(loader, task, start)
-        self.stream = self.session.pipeline.batches("train", start_step=first)
+        self.stream = self.session.pipeline.batches(
+            "train", start_step=first, local_rows=self.model.local_rows
+        )
         for batch in self.stream:
             if self.candidates is not None:  # a sampled loss: the step's candidate words
                 batch = self.candidates.attach(batch, step)
@@ -108,7 +110,9 @@ class MultiTaskSteps:
         position = self.mix.positions(start)
         position = {t: _position(loader, t, p) for t, p in position.items()}
         streams = {
-            t: s.pipeline.batches("train", start_step=position[t])
+            t: s.pipeline.batches(
+                "train", start_step=position[t], local_rows=self.units[t].model.local_rows
+            )
             for t, s in self.joint.sessions.items()
         }
         self.streams = streams
