@@ -178,6 +178,7 @@ def test_workers_write_the_same_arrays_as_one_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(encode_module, "CHUNK", 40)  # 200 lines: five chunks, two workers
+    monkeypatch.setattr(encode_module, "POOL_AFTER", 2)
     config = text_input(tmp_path)
     pipe = InputPipeline(config, base_dir=tmp_path, cache_dir=tmp_path / "c", workers=1)
     sides = Sides(pipe.tokenizer, None, False)

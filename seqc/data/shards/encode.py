@@ -2,8 +2,8 @@
 
 The reader streams examples (memory flat in the corpus size); every `CHUNK` examples go to a
 pool of worker processes that tokenise them; the parent writes the results in order, so the
-arrays are the same whatever the worker count. A split smaller than one chunk is tokenised in
-this process: starting workers costs about a second, more than such a split takes.
+arrays are the same whatever the worker count. A split of fewer than `POOL_AFTER` chunks is
+tokenised in this process: starting workers costs about a second, more than such a split takes.
 
 Workers are started with `spawn`: the parent may already run JAX's or TensorFlow's threads, and
 a forked copy of a threaded process can deadlock. Each worker loads the tokenizers from a
@@ -16,6 +16,7 @@ The files are stat'ed before and after: a file that changed while it was read is
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -41,6 +42,9 @@ from seqc.resolve.values import CallValue
 
 CHUNK = 20_000
 """Examples a worker tokenises at a time: a few MB of text, a few hundred ms of work."""
+POOL_AFTER = 10
+"""Chunks read before workers are started: a split of fewer (200,000 lines, ~10 MB of text,
+a second or two here) is encoded in this process, where starting workers would cost more."""
 
 Progress = Callable[[int, int], None]
 """Called with (0, 0) as a split's encoding starts, then as examples are written: (examples so
@@ -163,16 +167,15 @@ def _write(
     if progress is not None:
         progress(0, 0)
     chunks = _chunks(examples)
-    first = next(chunks, [])
-    second = next(chunks, None)
-    if second is None or workers <= 1:  # small, or asked to: this process
+    head = list(itertools.islice(chunks, POOL_AFTER))
+    if len(head) < POOL_AFTER or workers <= 1:  # small, or asked to: this process
         local = _Encoder(sides)
-        for chunk in [first, *([second] if second else []), *chunks]:
+        for chunk in itertools.chain(head, chunks):
             take(chunk, local.encode(chunk))
     else:
         with _pool(sides, workers) as pool:
             pending: deque[tuple[list[Example], Future]] = deque()
-            for chunk in [first, second, *chunks]:
+            for chunk in itertools.chain(head, chunks):
                 pending.append((chunk, pool.submit(_work, _texts(chunk))))
                 while len(pending) > 2 * workers:
                     done, future = pending.popleft()
