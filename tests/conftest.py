@@ -138,7 +138,18 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return not _framework_free(collection_path) or None
 
 
+FIRST = ("processes", "run", "backends", "compiler", "data", "project", "frontend")
+"""The order the folders' files are handed to the two workers: the slowest files first (the
+groups of processes take 10-30 s a test), the many quick ones of the front end last, so that
+neither worker waits at the end while the other finishes one long file."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def folder(item: pytest.Item) -> int:
+        name = item.path.relative_to(TESTS).parts[0]
+        return FIRST.index(name) if name in FIRST else len(FIRST)
+
+    items.sort(key=folder)  # stable: each file's tests keep their order
     for item in items:
         if not _framework_free(item.path):
             item.add_marker(pytest.mark.framework)
