@@ -33,8 +33,8 @@ from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
-LONG_STEPS = 200
-LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=40"]
+LONG_STEPS = 120
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30"]
 """Long enough (a few seconds) to stop it midway, with checkpoints to resume from."""
 
 
@@ -160,7 +160,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
     folder: Path, straight: Path
 ) -> None:
     proc = _launch(_train(folder, "killed", *MESH2, *LONG))
-    _wait_for(folder / "killed" / "checkpoints" / "80", proc)
+    _wait_for(folder / "killed" / "checkpoints" / "60", proc)
     os.kill(_rank(proc.pid, 1), signal.SIGKILL)
     code, out = _finish(proc, 120)
     assert code == 128 + signal.SIGKILL, out[-3000:]
@@ -169,7 +169,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
     code, out = _finish(_launch(_train(folder, "killed", *MESH2, *LONG, "--resume")))
     assert code == 0, out[-3000:]
     resumed_from = int(out.split("resumed from step ")[1].split()[0])
-    assert resumed_from >= 80
+    assert resumed_from >= 60
     a, b = _final_params(straight), _final_params(folder / "killed")
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
@@ -178,7 +178,7 @@ def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
 def test_sigterm_checkpoints_every_process_at_one_step(folder: Path, straight: Path) -> None:
     proc = _launch(_train(folder, "preempted", *MESH2, *LONG))
     try:
-        _wait_for(folder / "preempted" / "checkpoints" / "40", proc)
+        _wait_for(folder / "preempted" / "checkpoints" / "30", proc)
         # the lock covers the group: another run may not write to its directory meanwhile
         other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG))
         assert other.exit_code == 2 and "run-locked" in other.output, other.output
