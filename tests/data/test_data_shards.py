@@ -231,3 +231,24 @@ def test_two_processes_read_disjoint_rows_that_make_the_whole_batch(
                 np.testing.assert_array_equal(share.arrays[name][lo:hi], value[lo:hi], name)
                 if name in ("targets", "src", "tgt_out"):  # no id of another row was read
                     assert not share.arrays[name][other].any(), name
+
+
+def test_splits_of_files_gone_are_swept_when_another_is_encoded(tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    InputPipeline(text_input(old), base_dir=old, cache_dir=cache)
+    assert len(_encoded_folders(cache, "train")) == 1
+    for f in old.iterdir():
+        f.unlink()  # a temporary corpus, gone
+    InputPipeline(pair_input(new), base_dir=new, cache_dir=cache)
+    folders = _encoded_folders(cache, "train")
+    assert (
+        len(folders) == 1
+        and "train.tsv" in json.loads((folders[0] / META).read_text())["sources"][0]
+    )
+    memo = json.loads((cache / "file-digests.json").read_text())
+    assert all(str(new) in name for name in memo)  # the old files' digests are dropped too
+    locks = sorted(p.name for p in (cache / "shards").glob(".*.lock"))
+    assert locks == sorted(f".{p.name}.lock" for p in (cache / "shards").iterdir() if p.is_dir())

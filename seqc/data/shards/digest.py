@@ -62,6 +62,9 @@ def file_digests(paths: Sequence[Path], cache_dir: Path) -> list[str]:
 
 
 def _write_memo(path: Path, memo: dict[str, dict[str, str]]) -> None:
+    """The memo, without the files that no longer exist (a temporary corpus, a moved one), so
+    it does not grow with every file ever read."""
+    memo = {name: entry for name, entry in memo.items() if Path(name).exists()}
     with contextlib.suppress(OSError):  # a read-only cache only costs hashing again
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")

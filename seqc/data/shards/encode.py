@@ -97,6 +97,7 @@ def encode_split(
             "format": FORMAT,
             "seqc": seqc_version(),
             "key": key,
+            "sources": [str(Path(p).resolve()) for p in files],
             "sides": list(sides.names),
             "drops": drops.to_json(),
             **written,

@@ -7,15 +7,19 @@ every later run, every process of a run and every resume finds the same arrays; 
 or tokenizer gives a new key and a new encoding. The folder is `CACHE/shards/SPLIT-KEY16`.
 
 Several processes of one run open the same splits at once: a lock file per key makes one of
-them encode while the others wait, then read what it wrote.
+them encode while the others wait, then read what it wrote. Before a split is encoded, the
+splits whose input files are all gone are removed (`sweep_orphans`): the cache does not grow
+with every temporary corpus.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +29,7 @@ from seqc.data.readers import BaseDirs
 from seqc.data.shards.digest import file_digests
 from seqc.data.shards.encode import Progress, Sides, encode_split
 from seqc.data.shards.layout import FORMAT, DamagedSplit, EncodedSplit, open_split
+from seqc.data.staging import staging_dir
 from seqc.data.tokenizers import fingerprint
 from seqc.resolve.values import CallValue
 
@@ -79,6 +84,7 @@ def encoded(
             pass
         if reason is not None and note is not None:
             note(f"encoding the {split} split again: the cached one is unusable ({reason})")
+        sweep_orphans(root)
         encode_split(
             reader, files, base_dir, sides, folder, key, workers=workers, progress=progress
         )
@@ -98,3 +104,34 @@ class _locked:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+def sweep_orphans(root: Path) -> None:
+    """Remove the encoded splits whose input files are all gone (a temporary corpus, a moved
+    or deleted one): nothing can ask for them again, since their key names those files'
+    content. Each is renamed aside before it is removed, so a reader sees it whole or not at
+    all; a split being read by another run keeps its open memory maps (POSIX)."""
+    for meta_path in root.glob("*/meta.json"):
+        try:
+            sources = json.loads(meta_path.read_text(encoding="utf-8")).get("sources") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        if sources and not any(Path(s).exists() for s in sources):
+            discard_folder(meta_path.parent)
+    for lock in root.glob(".*.lock"):  # the locks of splits no longer there, unless held
+        if (root / lock.name[1:-5]).exists():
+            continue
+        with contextlib.suppress(OSError):
+            fd = os.open(lock, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                lock.unlink()
+            finally:
+                os.close(fd)
+
+
+def discard_folder(folder: Path) -> None:
+    aside = staging_dir(folder.parent, folder.name + "-gone")
+    with contextlib.suppress(OSError):  # another run removed it first
+        folder.rename(aside / folder.name)
+    shutil.rmtree(aside, ignore_errors=True)
