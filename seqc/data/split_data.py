@@ -26,7 +26,7 @@ from seqc.data.audio import read_wav, to_float
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import Bucket, BucketBatcher, pad
 from seqc.data.errors import DataError
-from seqc.data.readers import BaseDirs, Example, read_examples
+from seqc.data.readers import BaseDirs, Example, iter_examples, read_examples
 from seqc.data.report import DropReport
 from seqc.data.shards.layout import EncodedSplit
 from seqc.resolve.values import CallValue
@@ -110,6 +110,13 @@ class SplitData:
         if self.audio is not None:
             return self.audio
         return read_examples(self.reader, self.base_dir)
+
+    def first_example(self) -> Example:
+        """The split's first example, read alone (a default prompt needs no more; `examples`
+        would read the whole split)."""
+        if self.audio is not None:
+            return self.audio[0]
+        return next(iter_examples(self.reader, self.base_dir))
 
     @property
     def audio_seconds(self) -> float:

@@ -64,7 +64,7 @@ def from_session(session: Session, model: Model, params: Any) -> TextDecoder:
         from seqc.compiler.min_length import min_audio_samples
         from seqc.run.scoring.transcribe import Transcriber
 
-        first = pipeline.splits[split].examples[0]
+        first = pipeline.splits[split].first_example()
         strategy = session.compiled.decode
         rate, shortest = pipeline.sample_rate, min_audio_samples(session.graph)
         if model.task.ctc:
@@ -83,7 +83,7 @@ def from_session(session: Session, model: Model, params: Any) -> TextDecoder:
         audio = (Path(first.audio.path), first.target or "") if first.audio else None
         return TextDecoder(None, tok, ttok, "asr", strategy, None, listen, audio)
     dec = decoder_for(model, params, ttok.bos_id, ttok.eos_id, ttok.pad_id)
-    default = pipeline.splits[split].examples[0].source if pipeline.task == "seq2seq" else None
+    default = pipeline.splits[split].first_example().source if pipeline.task == "seq2seq" else None
     strategy = session.compiled.decode or fallback_strategy()
     return TextDecoder(dec, tok, ttok, pipeline.task, strategy, default)
 
