@@ -74,7 +74,7 @@ from seqc.data.readers import (
     Example,
     has_target,
     is_audio,
-    read_examples,
+    iter_examples,
     reader_files,
     spec_bases,
 )
@@ -181,7 +181,7 @@ class InputPipeline:
         if self.task == "asr":
             for split, reader in readers.items():
                 drops = DropReport()
-                audio[split] = (read_examples(reader, base_dir, drops), drops)
+                audio[split] = (list(iter_examples(reader, base_dir, drops, files[split])), drops)
             self.buckets = make_audio_buckets(
                 cfg["buckets"],
                 self.sample_rate,

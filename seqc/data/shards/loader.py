@@ -49,9 +49,3 @@ class BatchStream(Iterator[Batch]):
     def get_state(self) -> dict[str, Any]:
         """Grain's state: the next step's index. JSON-serialisable, saved with checkpoints."""
         return dict(self._it.get_state())
-
-    def close(self) -> None:
-        """Stop the prefetching threads (also when the stream is dropped)."""
-        close = getattr(self._it, "close", None)
-        if close is not None:
-            close()
