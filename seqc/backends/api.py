@@ -25,7 +25,7 @@ the host (`seqc.run.train.schedule`) and given to each step.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -106,6 +106,32 @@ class Generator(Protocol):
     ) -> list[int]: ...
 
 
+class RecordStream(Protocol):
+    """One record per sequence of a split (`seqc.data.row_records.RecordStream`)."""
+
+    lengths: Callable[[], np.ndarray]
+    records: Callable[[], Iterator[np.ndarray]]
+
+
+class RecordField(Protocol):
+    """A batch field cut from a stream's records (`seqc.data.row_records.RecordField`)."""
+
+    stream: str
+    cut: str
+    pad: int
+    mask: str | None
+
+
+class RowRecords(Protocol):
+    """A split's sequences as records, for processes that make their batches from disk
+    (`seqc.data.row_records.RowRecords`)."""
+
+    folder: Path
+    key: str
+    streams: Mapping[str, RecordStream]
+    fields: Mapping[str, RecordField]
+
+
 class Model(Protocol):
     """One task's model, criterion and optimizer on a backend, compiled."""
 
@@ -139,6 +165,13 @@ class Model(Protocol):
         take, or None when it takes them all (one process, or a chief that feeds workers).
         The input pipeline reads only those rows' ids from disk; the other rows carry their
         masks, which some strategies weigh replicas by, and ids no device reads."""
+        ...
+
+    def read_on_workers(self, records: RowRecords) -> None:
+        """Have the processes that run this model's training steps make each step's batch
+        from these records on disk (a parameter-server worker); from then on `local_rows` is
+        (0, 0): the chief sends a step only where its rows are. A model whose steps run in
+        this process ignores it."""
         ...
 
     def logits(self, params: Any, arrays: Arrays) -> Any:

@@ -79,6 +79,7 @@ from seqc.data.readers import (
     spec_bases,
 )
 from seqc.data.report import DropReport
+from seqc.data.row_records import RowRecords
 from seqc.data.shards.digest import file_digests
 from seqc.data.shards.encode import Progress, Sides
 from seqc.data.shards.store import encoded
@@ -364,6 +365,11 @@ class InputPipeline:
             return data.materialise(batch.bucket, batch.indices)
 
         return BatchStream(make_eval, 0, len(plan))
+
+    def row_records(self, split: str = "train") -> RowRecords | None:
+        """The split's sequences as records, for workers that make their own batches from
+        disk (`seqc.data.row_records`); None for speech."""
+        return self._split(split).row_records()
 
     def epoch(
         self, split: str = "train", epoch: int = 0, shuffle: bool | None = None

@@ -17,6 +17,7 @@ The sequences batches are made of, per task:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -28,6 +29,7 @@ from seqc.data.bucketing import Bucket, BucketBatcher, pad
 from seqc.data.errors import DataError
 from seqc.data.readers import BaseDirs, Example, iter_examples, read_examples
 from seqc.data.report import DropReport
+from seqc.data.row_records import RecordField, RecordStream, RowRecords
 from seqc.data.shards.layout import EncodedSplit
 from seqc.resolve.values import CallValue
 
@@ -126,6 +128,51 @@ class SplitData:
     def target_tokens(self) -> np.ndarray:
         """Every target id of the split (each line's or target's ids and eos), memory-mapped."""
         return self.store.tokens["target" if self.task == "seq2seq" else self.side]
+
+    def row_records(self) -> RowRecords | None:
+        """The split's sequences as records a worker makes batches from (see
+        `seqc.data.row_records`); None for speech, whose batches travel with the steps."""
+        f = self.framing
+        if self.task == "asr":
+            return None
+        if self.task == "lm":
+
+            def lm_lengths() -> np.ndarray:
+                return self.lengths() + 1  # the token before the targets, and the targets
+
+            def lm() -> Iterator[np.ndarray]:
+                for i in range(len(self.lengths())):
+                    inputs, targets = self._lm(i)
+                    yield np.concatenate([inputs[:1], targets])
+
+            streams = {"lm": RecordStream(lm_lengths, lm)}
+            fields = {
+                "inputs": RecordField("lm", "drop_last", f.pad),
+                "targets": RecordField("lm", "drop_first", f.pad, mask="mask"),
+            }
+            key = f"lm-w{self.window}-b{f.bos}"
+        else:
+            store, count = self.store, self.store.examples
+
+            def source() -> Iterator[np.ndarray]:
+                for i in range(count):
+                    yield store.ids("source", i)
+
+            def target() -> Iterator[np.ndarray]:
+                for i in range(count):
+                    yield _with_bos(f.bos, store.ids("target", i))
+
+            streams = {
+                "source": RecordStream(lambda: store.lengths("source"), source),
+                "target": RecordStream(lambda: store.lengths("target") + 1, target),
+            }
+            fields = {
+                "src": RecordField("source", "whole", f.pad, mask="src_mask"),
+                "tgt_in": RecordField("target", "drop_last", f.target_pad),
+                "tgt_out": RecordField("target", "drop_first", f.target_pad, mask="tgt_mask"),
+            }
+            key = f"seq2seq-b{f.bos}"
+        return RowRecords(self.store.folder, key, streams, fields)
 
     # ------------------------------------------------------------------ batches
 
@@ -241,6 +288,14 @@ def _after_bos(bos: int, with_eos: np.ndarray) -> np.ndarray:
     if len(out):
         out[0] = bos
         out[1:] = with_eos[:-1]
+    return out
+
+
+def _with_bos(bos: int, ids: np.ndarray) -> np.ndarray:
+    """bos + the ids: a decoder's input followed by its last target."""
+    out = np.empty(len(ids) + 1, np.int32)
+    out[0] = bos
+    out[1:] = ids
     return out
 
 

@@ -200,6 +200,9 @@ class JaxModel:
         """The rows this process's devices hold of a batch (`Sharded.local_rows`)."""
         return None if self.sharded is None else self.sharded.local_rows(rows)
 
+    def read_on_workers(self, records: Any) -> None:
+        """Every process of a JAX run makes its own batches: nothing to hand over."""
+
     def eval_step(self, params: dict, batch: Any) -> dict:
         if self.sharded is None:
             return self._eval_step(params, dict(batch.arrays))

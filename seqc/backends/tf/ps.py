@@ -179,11 +179,14 @@ def _reason(error: BaseException) -> str:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Within it, TF's report of a lost parameter server becomes `lost`'s error."""
+    """Within it, TF's report of a lost parameter server becomes `lost`'s error, and a
+    worker's failure to read the training records `records.unreadable`'s."""
     try:
         yield
     except Exception as e:
-        clear = lost(e)
+        from seqc.backends.tf.records import unreadable
+
+        clear = lost(e) or unreadable(e)
         if clear is None:
             raise
         raise clear from None

@@ -9,15 +9,15 @@ step. Each worker reads the variables as they are, computes its gradient and ass
 update: there is no synchronisation between workers (Hogwild-style asynchrony: updates may
 be computed on variables a step or two old).
 
-How the workers get their batches: each step's batch travels with the step, as the scheduled
-function's arguments (the chief's tensors, copied to the worker that runs it). The batches are
-built on the chief by the Python pipeline, bucketed (their shapes vary), and the training loop
-hands them to the model one step at a time, so a worker cannot build them itself, and a
-per-worker `tf.data` dataset would have nothing to read before the loop runs. Travelling with
-the step keeps the run's data order the synchronous run's (batch i is step i's, a function of
-the seed and the step), uses each batch exactly once even when a failed worker's steps are
-rerun on another, needs no storage shared between the machines, and costs a batch of token ids
-per step, small beside the params every step reads from the servers.
+How the workers get their batches: from the split's records on disk, each worker reading
+its own steps' rows (`seqc.backends.tf.records`; `read_on_workers`). The chief still plans
+every batch (bucketing, shuffling: a function of the seed and the step, as in a synchronous
+run) and reads none of their ids (`local_rows` is (0, 0)); a scheduled step carries its
+rows' byte offsets in the records, its bucket's length and anything the chief adds to a batch
+(a sampled loss's candidates), and the worker reads and pads the rows itself. The data order
+stays the synchronous run's (batch i is step i's), and a failed worker's step, rerun on
+another, reads the same rows. Speech has no records (`seqc.data.row_records`): its batches,
+and a model's before `read_on_workers`, travel with the step as the chief's tensors.
 
 The step count is the number of scheduled steps, and a step's number is the one it was
 scheduled as, not what a shared counter says when a worker runs it: dropout draws from the
@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from seqc.backends.api import MetricsLost
+from seqc.backends.api import MetricsLost, RowRecords
 from seqc.backends.tf.checkpoint import TfCheckpoints
 from seqc.backends.tf.ps import Link, translated
+from seqc.backends.tf.records import WorkerRecords
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.config import TrainConfig
@@ -98,6 +99,8 @@ class PsModel(TfModel):
         self._restores = link.restores
         self._local: dict[str, tf.Tensor] | None = None
         """The params copied to the chief at the last step boundary, for eval and decoding."""
+        self._records: WorkerRecords | None = None
+        """Where the workers read their batches (`read_on_workers`); None: from the step."""
 
     # ---------------------------------------------------------------- state
     def init_from(self, params: Mapping[str, Any]) -> None:
@@ -136,10 +139,37 @@ class PsModel(TfModel):
     def _own(self, params: Any) -> Any:
         return self.local_params() if params is self.params else params
 
+    # ---------------------------------------------------------------- data
+    def read_on_workers(self, records: RowRecords) -> None:
+        """From now on each worker makes its steps' batches from these records (written
+        beside the encoded split if they are not there yet)."""
+        self._records = WorkerRecords(records)
+
+    def local_rows(self, rows: int) -> tuple[int, int] | None:
+        """None of a batch's ids, once the workers read them; else all of them."""
+        return None if self._records is None else (0, 0)
+
+    def _step_args(self, batch: Any) -> tuple[dict, dict, int]:
+        """What a step carries of its batch: the arrays the worker does not make, the
+        records' byte offsets of its rows, and its length."""
+        if self._records is None:
+            return self.batch_tensors(batch), {}, 0
+        made = set(self._records.fields)
+        made |= {f.mask for f in self._records.fields.values() if f.mask is not None}
+        arrays = {k: tf.convert_to_tensor(v) for k, v in batch.arrays.items() if k not in made}
+        reads = self._records.reads(batch.indices, batch.rows)
+        return arrays, reads, int(batch.bucket)
+
     # ---------------------------------------------------------------- steps
-    def _worker_impl(self, arrays: dict, lr: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
-        """One step on a worker: read each variable once, the gradient of the loss at those
-        values, and the update assigned to the variables (on their servers)."""
+    def _worker_impl(
+        self, arrays: dict, reads: dict, length: int, lr: tf.Tensor, step: tf.Tensor
+    ) -> tf.Tensor:
+        """One step on a worker: its batch (read here from the records, if it reads them),
+        each variable read once, the gradient of the loss at those values, and the update
+        assigned to the variables (on their servers)."""
+        if reads:
+            assert self._records is not None
+            arrays = dict(arrays) | self._records.assemble(reads, length)
         rng = tf.random.experimental.stateless_fold_in(self.seed, step)
         names = list(self.params)
         values = [tf.convert_to_tensor(self.params[n]) for n in names]  # whole, if sharded
@@ -174,7 +204,9 @@ class PsModel(TfModel):
         if step is None:
             step = int(self.step.numpy())
         self._next, self._local = step + 1, None
-        args = (self.batch_tensors(batch), tf.constant(lr, tf.float32), tf.constant(step, tf.int32))
+        arrays, reads, length = self._step_args(batch)
+        lr_, step_ = tf.constant(lr, tf.float32), tf.constant(step, tf.int32)
+        args = (arrays, reads, length, lr_, step_)
         with translated():
             remote = self.link.coordinator.schedule(self._worker_step, args=args)
         return state, {k: Metric(remote, i) for i, k in enumerate(METRICS)}

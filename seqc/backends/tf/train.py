@@ -228,8 +228,11 @@ class TfModel:
         return state, self.compiled_step(self.batch_tensors(batch), tf.constant(lr, tf.float32))
 
     def local_rows(self, rows: int) -> tuple[int, int] | None:
-        """One copy takes the whole batch (a parameter-server chief too: it feeds workers)."""
+        """One copy takes the whole batch."""
         return None
+
+    def read_on_workers(self, records: Any) -> None:
+        """Its steps run in this process (a parameter-server model's do not: `PsModel`)."""
 
     def eval_step(self, params: dict[str, Any], batch: Any) -> dict[str, tf.Tensor]:
         return self._eval_step(params, self.batch_tensors(batch))

@@ -43,6 +43,9 @@ class TaskSteps:
         self.candidates = candidates_for(session.compiled, session.pipeline, seed, warn=warn)
         self.units = {session.task: Unit(session, model, lambda p: p)}
         self.several = False
+        records = session.pipeline.row_records("train")
+        if records is not None:  # a parameter-server model's workers read their own batches
+            model.read_on_workers(records)
 
     def initial(self) -> dict[str, Any]:
         """Initial values known only from the data (a sampled loss's output bias)."""

@@ -1,0 +1,147 @@
+"""A parameter-server worker's batches, made on the worker from records on disk.
+
+A worker is a plain `tf.distribute.Server`: it runs the ops the chief sends and no seqc code,
+so what it reads must be read by TensorFlow's ops. The split's arrays are flat (one slice per
+batch row, `seqc.data.shards.layout`), but TF has no op that reads a byte range of a file:
+`FixedLengthRecordDataset` reads its way to an offset (about 30 ms at 300 MB, per row), while
+a TFRecord dataset seeks to a byte offset. So each stream of the split's training sequences
+(`seqc.data.row_records`) is written once as a TFRecord file, one record per sequence, beside
+the encoded split, with the byte offset of every record (`.offsets.npy`). A step then carries
+its rows' byte offsets (8 bytes a row), and the worker reads those records, decodes them and
+cuts and pads the batch fields, the very arrays `SplitData.materialise` makes on the chief
+(`test_one_step_in_flight_is_the_sync_run_and_resumes_exactly` holds them to it).
+
+The files must be where every worker reads them under the same path: on one machine they are;
+across machines, the cache (`--cache-dir`) goes on storage they share. A worker that cannot
+read them fails its step with TF's `NotFoundError`, which `unreadable` turns into an error that
+says so.
+
+Writing: ~2 µs a record (TF's `TFRecordWriter`), so ~1 minute per 25 M sequences, once per
+cache; into a temporary file renamed into place, so a crash leaves no half of one, and a file
+whose size is not its last offset is written again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from seqc.backends.api import RowRecords
+from seqc.spec.errors import FileError
+
+FRAME = 16
+"""TFRecord's bytes around each record's data: length (8), its CRC (4), the data's CRC (4)."""
+READ_BUFFER = 1 << 12
+"""Bytes read ahead at an offset: a record or a few, not the 256 KB a sequential read wants."""
+_STRING = tf.TensorSpec([], tf.string)
+
+
+class WorkerRecords:
+    """The records of a split's training sequences, written if need be, and the ops that make
+    a batch from them on a worker."""
+
+    def __init__(self, records: RowRecords) -> None:
+        self.fields = dict(records.fields)
+        self.paths: dict[str, str] = {}
+        self.offsets: dict[str, np.ndarray] = {}
+        for name, stream in records.streams.items():
+            path = Path(records.folder) / f"records-{records.key}-{name}.tfrecord"
+            self.offsets[name] = ensure(path, stream.lengths(), stream.records)
+            self.paths[name] = str(path)
+
+    def reads(self, indices: tuple[int, ...], rows: int) -> dict[str, tf.Tensor]:
+        """Per stream, the byte offsets of a batch's rows (-1 for its padding rows)."""
+        out = {}
+        for name, offsets in self.offsets.items():
+            at = np.full(rows, -1, np.int64)
+            at[: len(indices)] = offsets[np.asarray(indices, np.int64)]
+            out[name] = tf.constant(at)
+        return out
+
+    def assemble(self, reads: Mapping[str, tf.Tensor], length: int) -> dict[str, tf.Tensor]:
+        """The batch fields, [rows, length] each, from the records at these offsets (traced
+        into the worker's step: runs where the step runs)."""
+        ids, sizes = {}, {}
+        for name, at in reads.items():
+            ids[name], sizes[name] = _read(self.paths[name], at, length + 1)
+        out: dict[str, tf.Tensor] = {}
+        positions = tf.range(length, dtype=tf.int32)[None, :]
+        for name, field in self.fields.items():
+            rec, n = ids[field.stream], sizes[field.stream]
+            if field.cut == "drop_first":
+                values, n = rec[:, 1 : length + 1], n - 1
+            else:
+                values, n = rec[:, :length], n - 1 if field.cut == "drop_last" else n
+            real = positions < tf.maximum(n, 0)[:, None]
+            out[name] = tf.where(real, values, tf.constant(field.pad, tf.int32))
+            if field.mask is not None:
+                out[field.mask] = real
+        return out
+
+
+def _read(path: str, at: tf.Tensor, width: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """int32 ids [rows, width] (zeros past each record's end) and ids per record [rows] of the
+    records at byte offsets `at`; a row at -1 is empty."""
+    files = tf.constant([path])
+
+    def one(offset: tf.Tensor) -> tf.data.Dataset:
+        variant = tf.raw_ops.TFRecordDatasetV2(
+            filenames=files,
+            compression_type="",
+            buffer_size=tf.constant(READ_BUFFER, tf.int64),
+            byte_offsets=tf.reshape(tf.maximum(offset, 0), [1]),
+        )
+        return tf.data.experimental.from_variant(variant, _STRING).take(1)
+
+    rows = tf.shape(at, out_type=tf.int64)[0]
+    found = tf.data.Dataset.from_tensor_slices(at).flat_map(one).batch(rows)
+    data = tf.where(at >= 0, found.get_single_element(), "")
+    ids = tf.io.decode_raw(data, tf.int32, fixed_length=4 * width)
+    return ids, tf.strings.length(data) // 4
+
+
+def ensure(path: Path, lengths: np.ndarray, records: Any) -> np.ndarray:
+    """The byte offset of each record of `path` (and its end, last), writing the file first
+    when it is missing or not the size its offsets say."""
+    lengths = np.asarray(lengths, np.int64)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(FRAME + 4 * lengths, out=offsets[1:])
+    if path.is_file() and path.stat().st_size == offsets[-1]:
+        return offsets
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with tf.io.TFRecordWriter(str(part)) as writer:
+            for i, ids in enumerate(records()):
+                if len(ids) != lengths[i]:
+                    raise FileError(
+                        f"record {i} of {path.name} has {len(ids)} ids, its split says "
+                        f"{int(lengths[i])}",
+                        code="data-changed",
+                        path=str(path.parent),
+                        hint="delete the folder; the next run encodes the split again",
+                    )
+                writer.write(np.ascontiguousarray(ids, np.int32).tobytes())
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return offsets
+
+
+def unreadable(error: BaseException) -> FileError | None:
+    """A worker's failure to open a records file, said as what to do about it; None for any
+    other error."""
+    if not isinstance(error, tf.errors.NotFoundError) or "records-" not in str(error):
+        return None
+    lines = [line.strip() for line in str(error).splitlines() if "records-" in line]
+    return FileError(
+        "a parameter-server worker could not read the encoded training data",
+        code="workers-cannot-read",
+        found=lines[0][:300] if lines else None,
+        hint="the workers read the cache under the chief's path: put --cache-dir on storage "
+        "every worker's machine mounts at that path",
+    )
