@@ -366,9 +366,9 @@ class InputPipeline:
 
         return BatchStream(make_eval, 0, len(plan))
 
-    def row_records(self, split: str = "train") -> RowRecords | None:
+    def row_records(self, split: str = "train") -> RowRecords:
         """The split's sequences as records, for workers that make their own batches from
-        disk (`seqc.data.row_records`); None for speech."""
+        disk (`seqc.data.row_records`)."""
         return self._split(split).row_records()
 
     def epoch(

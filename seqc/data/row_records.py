@@ -14,10 +14,11 @@ first or its last token left out:
   record less its last token, `targets` less its first; `mask` is True on `targets`' ids;
 - sequence to sequence: `source` is the source ids with eos (`src`, `src_mask`), `target` is
   bos and the target ids with eos (`tgt_in` less the last, `tgt_out` and `tgt_mask` less the
-  first).
-
-Speech has no records (its audio is read per batch from wavs, which a worker's ops do not
-parse as `seqc.data.audio` does): its batches travel with its steps.
+  first);
+- speech: `target` as for sequence to sequence, and `labels` less both ends (CTC's: the
+  transcript alone), all padded to the split's label length; `wav` holds each utterance's wav
+  file by its absolute path (a record of bytes), which the worker reads and pads into `audio`
+  and `audio_mask` (16-bit PCM mono at the reader's rate: the manifest's check made sure).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from typing import Literal
 
 import numpy as np
 
-Cut = Literal["whole", "drop_last", "drop_first"]
-"""What a field keeps of its record: all of it, all but the last id, all but the first."""
+Cut = Literal["whole", "drop_last", "drop_first", "inner"]
+"""What a field keeps of its record: all of it, all but the last id, all but the first, all but
+both."""
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,11 @@ class RecordStream:
     """One record per sequence of a split, in sequence order (`seqc.data.split_data`)."""
 
     lengths: Callable[[], np.ndarray]
-    """Ids per record (int64), computed when asked (8 bytes a sequence)."""
+    """Items per record (int64: ids, or a path's bytes), computed when asked (8 bytes a
+    sequence)."""
     records: Callable[[], Iterator[np.ndarray]]
-    """Each record's int32 ids, in order (read from the encoded arrays)."""
+    """Each record's int32 ids (or, for `wav`, its path's uint8 bytes), in order."""
+    kind: Literal["ids", "wav"] = "ids"
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class RecordField:
     cut: Cut
     pad: int
     mask: str | None = None
+    width: int = 0
+    """Padded length; 0 for the bucket's bound (speech's token fields have the split's)."""
 
 
 @dataclass(frozen=True)

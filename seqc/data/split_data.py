@@ -17,9 +17,11 @@ The sequences batches are made of, per task:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 
@@ -129,12 +131,12 @@ class SplitData:
         """Every target id of the split (each line's or target's ids and eos), memory-mapped."""
         return self.store.tokens["target" if self.task == "seq2seq" else self.side]
 
-    def row_records(self) -> RowRecords | None:
+    def row_records(self) -> RowRecords:
         """The split's sequences as records a worker makes batches from (see
-        `seqc.data.row_records`); None for speech, whose batches travel with the steps."""
+        `seqc.data.row_records`)."""
         f = self.framing
         if self.task == "asr":
-            return None
+            return self._speech_records()
         if self.task == "lm":
 
             def lm_lengths() -> np.ndarray:
@@ -173,6 +175,34 @@ class SplitData:
             }
             key = f"seq2seq-b{f.bos}"
         return RowRecords(self.store.folder, key, streams, fields)
+
+    def _speech_records(self) -> RowRecords:
+        """Speech's records: each utterance's wav path, and bos + its transcript + eos."""
+        assert self.audio is not None
+        f, store, count, width = self.framing, self.store, self.store.examples, self.label_length
+        audio = self.audio
+
+        def wavs() -> Iterator[np.ndarray]:
+            for e in audio:
+                yield np.frombuffer(_wav_path(e), np.uint8)
+
+        def target() -> Iterator[np.ndarray]:
+            for i in range(count):
+                yield _with_bos(f.bos, store.ids("target", i))
+
+        streams = {
+            "wav": RecordStream(
+                lambda: np.asarray([len(r) for r in wavs()], np.int64), wavs, "wav"
+            ),
+            "target": RecordStream(lambda: store.lengths("target") + 1, target),
+        }
+        fields = {
+            "audio": RecordField("wav", "whole", 0, mask="audio_mask"),
+            "tgt_in": RecordField("target", "drop_last", f.pad, width=width),
+            "tgt_out": RecordField("target", "drop_first", f.pad, mask="tgt_mask", width=width),
+            "labels": RecordField("target", "inner", f.pad, mask="label_mask", width=width),
+        }
+        return RowRecords(self.store.folder, f"asr-b{f.bos}-l{width}", streams, fields)
 
     # ------------------------------------------------------------------ batches
 
@@ -289,6 +319,12 @@ def _after_bos(bos: int, with_eos: np.ndarray) -> np.ndarray:
         out[0] = bos
         out[1:] = with_eos[:-1]
     return out
+
+
+def _wav_path(example: Example) -> bytes:
+    """An utterance's wav file, absolute: a worker reads it from its own working directory."""
+    assert example.audio is not None
+    return os.fsencode(Path(example.audio.path).resolve())
 
 
 def _with_bos(bos: int, ids: np.ndarray) -> np.ndarray:

@@ -1,6 +1,6 @@
 """A parameter-server worker's batches, made by TF's ops from the split's records on disk, are
 the arrays the chief's pipeline makes: every field, mask and padding row, for packed and
-line-per-example language models and for sequence to sequence."""
+line-per-example language models, sequence to sequence and speech (its wavs read there)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import tensorflow as tf
+from wavs import utterances
 
 from seqc.backends.tf.records import WorkerRecords, unreadable
 from seqc.data.calls import make_call
@@ -48,6 +49,11 @@ def _lines(n: int, seed: int, upper: bool = False) -> list[str]:
 
 
 def _config(tmp_path: Path, kind: str) -> dict[str, Any]:
+    if kind == "asr":
+        utterances(tmp_path, "train.jsonl", [0.3, 0.45, 0.8, 0.2, 1.9, 0.6, 0.5, 1.2], seed=1)
+        train = make_call("reader", "audio_manifest", "train.jsonl")
+        return {"name": "s", "train": train, "tokenizer": make_call("tokenizer", "chars"),
+                "buckets": {0.5: 4, 1.0: 2, 2.0: 2}, "shuffle_buffer": 16}  # fmt: skip
     if kind == "seq2seq":
         rows = [f"{s}\t{t}" for s, t in zip(_lines(150, 2), _lines(150, 3, True), strict=True)]
         (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n")
@@ -62,8 +68,8 @@ def _config(tmp_path: Path, kind: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     ("kind", "pack"),
-    [("lm", None), ("lm", False), ("seq2seq", None)],
-    ids=["lm-packed", "lm-lines", "seq2seq"],
+    [("lm", None), ("lm", False), ("seq2seq", None), ("asr", None)],
+    ids=["lm-packed", "lm-lines", "seq2seq", "speech"],
 )
 def test_a_worker_makes_the_chiefs_batches_from_the_records(
     tmp_path: Path, kind: str, pack: bool | None

@@ -9,7 +9,9 @@ a TFRecord dataset seeks to a byte offset. So each stream of the split's trainin
 the encoded split, with the byte offset of every record (`.offsets.npy`). A step then carries
 its rows' byte offsets (8 bytes a row), and the worker reads those records, decodes them and
 cuts and pads the batch fields, the very arrays `SplitData.materialise` makes on the chief
-(`test_one_step_in_flight_is_the_sync_run_and_resumes_exactly` holds them to it).
+(`tests/backends/test_tf_worker_records.py` holds them to it, and
+`test_one_step_in_flight_is_the_sync_run_and_resumes_exactly` the steps). A speech split's
+records name its wavs, which the worker reads with `tf.audio.decode_wav`.
 
 The files must be where every worker reads them under the same path: on one machine they are;
 across machines, the cache (`--cache-dir`) goes on storage they share. A worker that cannot
@@ -48,11 +50,13 @@ class WorkerRecords:
     def __init__(self, records: RowRecords) -> None:
         self.fields = dict(records.fields)
         self.paths: dict[str, str] = {}
+        self.kinds: dict[str, str] = {}
         self.offsets: dict[str, np.ndarray] = {}
         for name, stream in records.streams.items():
             path = Path(records.folder) / f"records-{records.key}-{name}.tfrecord"
-            self.offsets[name] = ensure(path, stream.lengths(), stream.records)
-            self.paths[name] = str(path)
+            unit = 4 if stream.kind == "ids" else 1
+            self.offsets[name] = ensure(path, stream.lengths(), stream.records, unit)
+            self.paths[name], self.kinds[name] = str(path), stream.kind
 
     def reads(self, indices: tuple[int, ...], rows: int) -> dict[str, tf.Tensor]:
         """Per stream, the byte offsets of a batch's rows (-1 for its padding rows)."""
@@ -63,30 +67,35 @@ class WorkerRecords:
             out[name] = tf.constant(at)
         return out
 
-    def assemble(self, reads: Mapping[str, tf.Tensor], length: int) -> dict[str, tf.Tensor]:
-        """The batch fields, [rows, length] each, from the records at these offsets (traced
-        into the worker's step: runs where the step runs)."""
-        ids, sizes = {}, {}
+    def assemble(self, reads: Mapping[str, tf.Tensor], bound: int) -> dict[str, tf.Tensor]:
+        """The batch fields, [rows, bound] each (or a field's own width), from the records
+        at these offsets (traced into the worker's step: runs where the step runs)."""
+        values, sizes = {}, {}
         for name, at in reads.items():
-            ids[name], sizes[name] = _read(self.paths[name], at, length + 1)
-        out: dict[str, tf.Tensor] = {}
-        positions = tf.range(length, dtype=tf.int32)[None, :]
-        for name, field in self.fields.items():
-            rec, n = ids[field.stream], sizes[field.stream]
-            if field.cut == "drop_first":
-                values, n = rec[:, 1 : length + 1], n - 1
+            data = _read(self.paths[name], at)
+            if self.kinds[name] == "wav":
+                values[name], sizes[name] = _audio(data, bound)
             else:
-                values, n = rec[:, :length], n - 1 if field.cut == "drop_last" else n
-            real = positions < tf.maximum(n, 0)[:, None]
-            out[name] = tf.where(real, values, tf.constant(field.pad, tf.int32))
+                widths = [f.width or bound for f in self.fields.values() if f.stream == name]
+                width = max(widths) + 1
+                values[name] = tf.io.decode_raw(data, tf.int32, fixed_length=4 * width)
+                sizes[name] = tf.strings.length(data) // 4
+        out: dict[str, tf.Tensor] = {}
+        for name, field in self.fields.items():
+            rec, n = values[field.stream], sizes[field.stream]
+            width = field.width or bound
+            skip = 1 if field.cut in ("drop_first", "inner") else 0
+            n = n - skip - (1 if field.cut in ("drop_last", "inner") else 0)
+            real = tf.range(width, dtype=tf.int32)[None, :] < tf.maximum(n, 0)[:, None]
+            cut = rec[:, skip : skip + width]
+            out[name] = tf.where(real, cut, tf.constant(field.pad, cut.dtype))
             if field.mask is not None:
                 out[field.mask] = real
         return out
 
 
-def _read(path: str, at: tf.Tensor, width: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """int32 ids [rows, width] (zeros past each record's end) and ids per record [rows] of the
-    records at byte offsets `at`; a row at -1 is empty."""
+def _read(path: str, at: tf.Tensor) -> tf.Tensor:
+    """The records of `path` at byte offsets `at` [rows], as strings; "" where `at` is -1."""
     files = tf.constant([path])
 
     def one(offset: tf.Tensor) -> tf.data.Dataset:
@@ -100,32 +109,51 @@ def _read(path: str, at: tf.Tensor, width: int) -> tuple[tf.Tensor, tf.Tensor]:
 
     rows = tf.shape(at, out_type=tf.int64)[0]
     found = tf.data.Dataset.from_tensor_slices(at).flat_map(one).batch(rows)
-    data = tf.where(at >= 0, found.get_single_element(), "")
-    ids = tf.io.decode_raw(data, tf.int32, fixed_length=4 * width)
-    return ids, tf.strings.length(data) // 4
+    return tf.where(at >= 0, found.get_single_element(), "")
 
 
-def ensure(path: Path, lengths: np.ndarray, records: Any) -> np.ndarray:
+def _audio(paths: tf.Tensor, bound: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """float32 samples [rows, bound] in [-1, 1) of the wav files at `paths` (16-bit PCM mono,
+    as `seqc.data.audio.to_float` makes them), zeros past each end, and samples per row; an
+    empty path is a padding row."""
+
+    def load(path: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        clip = tf.cond(
+            tf.strings.length(path) > 0,
+            lambda: tf.audio.decode_wav(tf.io.read_file(path), desired_channels=1).audio[:, 0],
+            lambda: tf.zeros([0], tf.float32),
+        )
+        return clip, tf.size(clip)
+
+    rows = tf.shape(paths, out_type=tf.int64)[0]
+    clips = tf.data.Dataset.from_tensor_slices(paths).map(load)
+    batch = clips.padded_batch(rows, padded_shapes=([bound], [])).get_single_element()
+    return batch[0], tf.cast(batch[1], tf.int32)
+
+
+def ensure(path: Path, lengths: np.ndarray, records: Any, unit: int = 4) -> np.ndarray:
     """The byte offset of each record of `path` (and its end, last), writing the file first
-    when it is missing or not the size its offsets say."""
+    when it is missing or not the size its offsets say; a record is `lengths[i]` items of
+    `unit` bytes."""
     lengths = np.asarray(lengths, np.int64)
     offsets = np.zeros(len(lengths) + 1, np.int64)
-    np.cumsum(FRAME + 4 * lengths, out=offsets[1:])
+    np.cumsum(FRAME + unit * lengths, out=offsets[1:])
     if path.is_file() and path.stat().st_size == offsets[-1]:
         return offsets
     part = path.with_name(f".{path.name}.{os.getpid()}.part")
     try:
         with tf.io.TFRecordWriter(str(part)) as writer:
-            for i, ids in enumerate(records()):
-                if len(ids) != lengths[i]:
+            for i, items in enumerate(records()):
+                data = np.ascontiguousarray(items).tobytes()
+                if len(data) != unit * lengths[i]:
                     raise FileError(
-                        f"record {i} of {path.name} has {len(ids)} ids, its split says "
-                        f"{int(lengths[i])}",
+                        f"record {i} of {path.name} has {len(data)} bytes, its split says "
+                        f"{unit * int(lengths[i])}",
                         code="data-changed",
                         path=str(path.parent),
                         hint="delete the folder; the next run encodes the split again",
                     )
-                writer.write(np.ascontiguousarray(ids, np.int32).tobytes())
+                writer.write(data)
         os.replace(part, path)
     finally:
         part.unlink(missing_ok=True)

@@ -43,9 +43,8 @@ class TaskSteps:
         self.candidates = candidates_for(session.compiled, session.pipeline, seed, warn=warn)
         self.units = {session.task: Unit(session, model, lambda p: p)}
         self.several = False
-        records = session.pipeline.row_records("train")
-        if records is not None:  # a parameter-server model's workers read their own batches
-            model.read_on_workers(records)
+        # a parameter-server model's workers read their own batches (others ignore it)
+        model.read_on_workers(session.pipeline.row_records("train"))
 
     def initial(self) -> dict[str, Any]:
         """Initial values known only from the data (a sampled loss's output bias)."""
