@@ -34,8 +34,9 @@ from seqc.spec.errors import UsageError
 ROOT = Path(__file__).resolve().parents[2]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
 LONG_STEPS = 120
-LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30"]
-"""Long enough (a few seconds) to stop it midway, with checkpoints to resume from."""
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30", "--no-dev-eval"]
+"""Long enough (a few seconds) to stop it midway, with checkpoints to resume from; no dev
+evaluation around it (its figures are not what these runs check)."""
 
 
 @pytest.fixture(scope="module")

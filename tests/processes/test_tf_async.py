@@ -163,7 +163,8 @@ def test_launch_trains_async_and_its_checkpoint_evaluates(folder: Path) -> None:
 def test_a_killed_worker_costs_only_its_share(folder: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     sets = ["--set", "train.steps=80", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets, "--set", "train.checkpoint_every=40"), tmp_path) as g:
+    extra = ["--set", "train.checkpoint_every=40", "--no-dev-eval"]
+    with group(_train(folder, run, *sets, *extra), tmp_path) as g:
         _wait_for_steps(g, run, 15)
         g.procs["worker0"].send_signal(signal.SIGKILL)
         assert g.wait_chief(timeout=120) == 0, g.log("chief0")[-3000:]
@@ -189,7 +190,7 @@ def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
     worker: a second would only add a process to start.)"""
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets), tmp_path, workers=1) as g:
+    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, workers=1) as g:
         _wait_for_steps(g, run, 10)
         for p in g.procs.values():
             p.send_signal(signal.SIGTERM)
@@ -206,7 +207,7 @@ def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
 def test_a_lost_parameter_server_ends_the_run_clearly(folder: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets), tmp_path, workers=1) as g:
+    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, workers=1) as g:
         _wait_for_steps(g, run, 10)
         g.procs["ps0"].send_signal(signal.SIGKILL)
         code = g.wait_chief(timeout=90)

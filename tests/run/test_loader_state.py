@@ -24,7 +24,7 @@ def test_checkpoints_keep_the_loader_state_and_resume_from_it(tmp_path: Path) ->
     spec.write_text(LM_SPEC.format(common=COMMON.as_posix()))
     run = tmp_path / "run"
     args = ["train", str(spec), "-e", "tiny", "--run-dir", str(run), "--no-progress",
-            "--cache-dir", str(tmp_path / "cache"), "--set", "train.steps=40",
+            "--no-dev-eval", "--cache-dir", str(tmp_path / "cache"), "--set", "train.steps=40",
             "--set", "train.checkpoint_every=20", "--set", "train.log_every=1"]  # fmt: skip
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output

@@ -45,8 +45,10 @@ def _args(spec: Path, run: Path, *sets: str) -> list[str]:
     return out
 
 
-def _train(spec: Path, run: Path, *sets: str, resume: bool = False) -> object:
-    args = ["train", *_args(spec, run, *sets), "--no-progress"] + (["--resume"] if resume else [])
+def _train(spec: Path, run: Path, *sets: str, resume: bool = False, dev: bool = False) -> object:
+    """`seqc train` in this process; without the dev evaluations around it unless `dev`."""
+    args = ["train", *_args(spec, run, *sets), "--no-progress"]
+    args += (["--resume"] if resume else []) + ([] if dev else ["--no-dev-eval"])
     return runner.invoke(app, args)
 
 
@@ -94,6 +96,7 @@ def test_a_second_run_is_refused_while_the_first_owns_the_directory(
 def _start(spec: Path, run: Path, *sets: str) -> subprocess.Popen:
     sets = ("train.steps=5000", "train.checkpoint_every=0", *sets)
     args = [sys.executable, "-m", "seqc.cli", "train", *_args(spec, run, *sets), "--no-progress"]
+    args.append("--no-dev-eval")  # what these tests stop is training
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -255,7 +258,7 @@ def test_the_dev_evaluations_around_a_run_are_said_and_can_be_skipped(
 ) -> None:
     """With `eval_every = 0` a 5-step run at V = 96k still spent minutes in the full-vocabulary
     dev evaluations before and after training, saying nothing while they ran."""
-    said = _train(spec, tmp_path / "a", "train.steps=2")
+    said = _train(spec, tmp_path / "a", "train.steps=2", dev=True)
     assert said.exit_code == 0, said.output
     assert "evaluating on dev before training" in said.output
     assert "evaluating on dev after 2 steps" in said.output

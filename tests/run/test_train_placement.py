@@ -44,7 +44,7 @@ import json, sys
 from typer.testing import CliRunner
 from seqc.cli import app
 spec, tmp = sys.argv[1:3]
-base = ["--cache-dir", tmp + "/cache", "--no-progress", "--set", "train.steps=6"]
+base = ["--cache-dir", tmp + "/cache", "--no-progress", "--set", "train.steps=6", "--no-dev-eval"]
 out = {}
 for name, exp, backend in (("placed", "placed", "tf"), ("single", "tiny", "tf")):
     args = ["train", spec, "-e", exp, "--backend", backend, "--run-dir", f"{tmp}/{name}", *base]
