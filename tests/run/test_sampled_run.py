@@ -20,6 +20,7 @@ from seqc.data.proposal import uniform
 from seqc.run.session import open_session
 from seqc.run.train.candidates import Candidates
 from seqc.run.train.loop import train
+from seqc.run.train.stepper import TaskSteps
 
 runner = CliRunner()
 
@@ -75,3 +76,25 @@ def test_train_and_eval_report_self_normalisation(tmp_path: Path, backend: str) 
         figures
     )
     assert float(figures["dev_log_z_std"]) >= 0.0
+
+
+class _Workers:
+    """A model whose steps would run elsewhere: what it was told to read there."""
+
+    def __init__(self) -> None:
+        self.told: list[object] = []
+
+    def read_on_workers(self, records: object) -> None:
+        self.told.append(records)
+
+
+@pytest.mark.parametrize(("loss", "told"), [("snis(16)", False), ("cross_entropy()", True)])
+def test_a_sampled_loss_keeps_a_parameter_server_batch_on_the_chief(
+    tmp_path: Path, loss: str, told: bool
+) -> None:
+    """A sampled step's candidates and its labels' expected counts come from the batch's ids on
+    the chief, so a parameter-server model is not told to read batches on its workers."""
+    session = open_session(spec_with(tmp_path, loss), "tiny", cache_dir=tmp_path / "cache")
+    model = _Workers()
+    TaskSteps(session, model, 0, lambda text: None)  # type: ignore[arg-type]
+    assert bool(model.told) == told

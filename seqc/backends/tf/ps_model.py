@@ -16,8 +16,9 @@ run) and reads none of their ids (`local_rows` is (0, 0)); a scheduled step carr
 rows' byte offsets in the records, its bucket's length and anything the chief adds to a batch
 (a sampled loss's candidates), and the worker reads and pads the rows itself. The data order
 stays the synchronous run's (batch i is step i's), and a failed worker's step, rerun on
-another, reads the same rows. Before `read_on_workers` (a model used outside the training
-loop), batches travel with the step as the chief's tensors.
+another, reads the same rows. Without `read_on_workers` (a model used outside the training
+loop, or a sampled loss, whose candidates the chief computes from the batch's ids), batches
+travel with the step as the chief's tensors.
 
 The step count is the number of scheduled steps, and a step's number is the one it was
 scheduled as, not what a shared counter says when a worker runs it: dropout draws from the

@@ -43,8 +43,11 @@ class TaskSteps:
         self.candidates = candidates_for(session.compiled, session.pipeline, seed, warn=warn)
         self.units = {session.task: Unit(session, model, lambda p: p)}
         self.several = False
-        # a parameter-server model's workers read their own batches (others ignore it)
-        model.read_on_workers(session.pipeline.row_records("train"))
+        # A parameter-server model's workers read their own batches (other models ignore it),
+        # unless a sampled loss's candidates are attached: their labels' expected counts are
+        # computed here from the batch's ids, so the chief reads them and the batch travels.
+        if self.candidates is None:
+            model.read_on_workers(session.pipeline.row_records("train"))
 
     def initial(self) -> dict[str, Any]:
         """Initial values known only from the data (a sampled loss's output bias)."""
