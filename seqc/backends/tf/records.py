@@ -18,8 +18,10 @@ across machines, the cache (`--cache-dir`) goes on storage they share. A worker 
 read them fails its step with TF's `NotFoundError`, which `unreadable` turns into an error that
 says so.
 
-Writing: ~2 µs a record (TF's `TFRecordWriter`), so ~1 minute per 25 M sequences, once per
-cache; into a temporary file renamed into place, so a crash leaves no half of one, and a file
+Writing: ~5 µs a record (TF's `TFRecordWriter`, fed from the memory maps): 100 MB of
+Shakespeare, 3.1 M lines, took 16 s and 459 MB (as much again as its encoded ids), 0.8 M packed
+windows 4 s; reading a batch on a worker takes ~3 ms (`bench/worker_records.py`). Written once
+per cache, into a temporary file renamed into place, so a crash leaves no half of one; a file
 whose size is not its last offset is written again.
 """
 
