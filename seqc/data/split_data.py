@@ -154,19 +154,15 @@ class SplitData:
             }
             key = f"lm-w{self.window}-b{f.bos}"
         else:
-            store, count = self.store, self.store.examples
+            store = self.store
 
             def source() -> Iterator[np.ndarray]:
-                for i in range(count):
+                for i in range(store.examples):
                     yield store.ids("source", i)
-
-            def target() -> Iterator[np.ndarray]:
-                for i in range(count):
-                    yield _with_bos(f.bos, store.ids("target", i))
 
             streams = {
                 "source": RecordStream(lambda: store.lengths("source"), source),
-                "target": RecordStream(lambda: store.lengths("target") + 1, target),
+                "target": self._target_records(),
             }
             fields = {
                 "src": RecordField("source", "whole", f.pad, mask="src_mask"),
@@ -179,22 +175,17 @@ class SplitData:
     def _speech_records(self) -> RowRecords:
         """Speech's records: each utterance's wav path, and bos + its transcript + eos."""
         assert self.audio is not None
-        f, store, count, width = self.framing, self.store, self.store.examples, self.label_length
-        audio = self.audio
+        f, width, audio = self.framing, self.label_length, self.audio
 
         def wavs() -> Iterator[np.ndarray]:
             for e in audio:
                 yield np.frombuffer(_wav_path(e), np.uint8)
 
-        def target() -> Iterator[np.ndarray]:
-            for i in range(count):
-                yield _with_bos(f.bos, store.ids("target", i))
-
         streams = {
             "wav": RecordStream(
                 lambda: np.asarray([len(r) for r in wavs()], np.int64), wavs, "wav"
             ),
-            "target": RecordStream(lambda: store.lengths("target") + 1, target),
+            "target": self._target_records(),
         }
         fields = {
             "audio": RecordField("wav", "whole", 0, mask="audio_mask"),
@@ -202,7 +193,18 @@ class SplitData:
             "tgt_out": RecordField("target", "drop_first", f.pad, mask="tgt_mask", width=width),
             "labels": RecordField("target", "inner", f.pad, mask="label_mask", width=width),
         }
-        return RowRecords(self.store.folder, f"asr-b{f.bos}-l{width}", streams, fields)
+        return RowRecords(self.store.folder, f"asr-b{f.bos}", streams, fields)
+
+    def _target_records(self) -> RecordStream:
+        """The target side as records: bos and the ids with eos (a decoder's input and its
+        targets, one id apart)."""
+        store, bos = self.store, self.framing.bos
+
+        def target() -> Iterator[np.ndarray]:
+            for i in range(store.examples):
+                yield _with_bos(bos, store.ids("target", i))
+
+        return RecordStream(lambda: store.lengths("target") + 1, target)
 
     # ------------------------------------------------------------------ batches
 

@@ -6,7 +6,8 @@ batch row, `seqc.data.shards.layout`), but TF has no op that reads a byte range 
 `FixedLengthRecordDataset` reads its way to an offset (about 30 ms at 300 MB, per row), while
 a TFRecord dataset seeks to a byte offset. So each stream of the split's training sequences
 (`seqc.data.row_records`) is written once as a TFRecord file, one record per sequence, beside
-the encoded split, with the byte offset of every record (`.offsets.npy`). A step then carries
+the encoded split; each record's byte offset follows from the lengths (`FRAME` bytes of
+TFRecord's own around each record's data), so no index is kept. A step then carries
 its rows' byte offsets (8 bytes a row), and the worker reads those records, decodes them and
 cuts and pads the batch fields, the very arrays `SplitData.materialise` makes on the chief
 (`tests/backends/test_tf_worker_records.py` holds them to it, and
@@ -28,9 +29,8 @@ whose size is not its last offset is written again.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -133,7 +133,9 @@ def _audio(paths: tf.Tensor, bound: int) -> tuple[tf.Tensor, tf.Tensor]:
     return batch[0], tf.cast(batch[1], tf.int32)
 
 
-def ensure(path: Path, lengths: np.ndarray, records: Any, unit: int = 4) -> np.ndarray:
+def ensure(
+    path: Path, lengths: np.ndarray, records: Callable[[], Iterator[np.ndarray]], unit: int = 4
+) -> np.ndarray:
     """The byte offset of each record of `path` (and its end, last), writing the file first
     when it is missing or not the size its offsets say; a record is `lengths[i]` items of
     `unit` bytes."""
