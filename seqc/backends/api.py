@@ -111,6 +111,7 @@ class RecordStream(Protocol):
 
     lengths: Callable[[], np.ndarray]
     records: Callable[[], Iterator[np.ndarray]]
+    kind: str
 
 
 class RecordField(Protocol):
@@ -120,6 +121,7 @@ class RecordField(Protocol):
     cut: str
     pad: int
     mask: str | None
+    width: int
 
 
 class RowRecords(Protocol):

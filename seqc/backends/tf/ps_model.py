@@ -13,8 +13,8 @@ How the workers get their batches: from the split's records on disk, each worker
 its own steps' rows (`seqc.backends.tf.records`; `read_on_workers`). The chief still plans
 every batch (bucketing, shuffling: a function of the seed and the step, as in a synchronous
 run) and reads none of their ids (`local_rows` is (0, 0)); a scheduled step carries its
-rows' byte offsets in the records, its bucket's length and anything the chief adds to a batch
-(a sampled loss's candidates), and the worker reads and pads the rows itself. The data order
+rows' byte offsets in the records, its bucket's length and any array the records do not
+make, and the worker reads and pads the rows itself. The data order
 stays the synchronous run's (batch i is step i's), and a failed worker's step, rerun on
 another, reads the same rows. Without `read_on_workers` (a model used outside the training
 loop, or a sampled loss, whose candidates the chief computes from the batch's ids), batches
