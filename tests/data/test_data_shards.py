@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,6 +193,37 @@ def test_workers_write_the_same_arrays_as_one_process(
     assert one.meta["texts_sha256"] == two.meta["texts_sha256"]
     assert one.location(41) == two.location(41)
     assert one.location(41).endswith("train.txt:42")
+
+
+UNGUARDED = """
+from pathlib import Path
+import seqc.data.shards.encode as encode
+from seqc.data.calls import make_call
+from seqc.data.pipeline import InputPipeline
+encode.POOL_AFTER, encode.CHUNK = 2, 40
+here = Path(__file__).parent
+config = {"name": "t", "train": make_call("reader", "text", "train.txt"),
+          "tokenizer": make_call("tokenizer", "chars")}
+InputPipeline(config, base_dir=here, cache_dir=here / "cache", workers=2)
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_so_not_left_waiting(tmp_path: Path) -> None:
+    """Encoding workers start by importing the script that started them: an unguarded top level
+    builds the pipeline again in each, which waited forever for the encoding lock its parent
+    holds. Now the workers refuse and the parent says what to do."""
+    text_input(tmp_path)
+    (tmp_path / "script.py").write_text(UNGUARDED)
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "script.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode != 0
+    assert "[unguarded-script]" in proc.stderr  # each worker's own error
+    assert "[encode-worker-died]" in proc.stderr and '__name__ == "__main__"' in proc.stderr
 
 
 def test_an_empty_split_is_an_error_naming_it(tmp_path: Path) -> None:

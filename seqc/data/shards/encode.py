@@ -26,8 +26,10 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -180,16 +182,31 @@ def _write(
                 pending.append((chunk, pool.submit(_work, _texts(chunk))))
                 while len(pending) > 2 * workers:
                     done, future = pending.popleft()
-                    take(done, future.result())
+                    take(done, _result(future))
             while pending:
                 done, future = pending.popleft()
-                take(done, future.result())
+                take(done, _result(future))
     return {
         "examples": count,
         "texts_sha256": texts_hash.hexdigest(),
         "files": files,
         "arrays": {name: w.close() for name, w in out.items()},
     }
+
+
+def _result(future: Future) -> Any:
+    """A worker's encoded chunk; a worker that died (killed, out of memory, or failed to start
+    because the script that started the pool has an unguarded top level) is a DataError."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise DataError(
+            "a worker process encoding the data ended before its work was done",
+            code="encode-worker-died",
+            hint="if a script of yours started it, put its top level under "
+            '`if __name__ == "__main__":`; else encode in one process (`seqc data encode '
+            "FILE -e EXP --workers 1`); the worker's own error, if it had one, is above",
+        ) from None
 
 
 def _chunks(examples: Iterator[Example]) -> Iterator[list[Example]]:

@@ -18,13 +18,14 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from seqc.data.errors import display_path
+from seqc.data.errors import DataError, display_path
 from seqc.data.readers import BaseDirs
 from seqc.data.shards.digest import file_digests
 from seqc.data.shards.encode import Progress, Sides, encode_split
@@ -98,6 +99,16 @@ class _locked:
         self.path = path
 
     def __enter__(self) -> None:
+        if getattr(multiprocessing.current_process(), "_inheriting", False):
+            # An encoding worker starting up re-runs the script that started the pool, when its
+            # top level is unguarded: waiting here, for the lock its parent holds until the
+            # workers are done, would never end.
+            raise DataError(
+                "a worker process of seqc's encoding is re-running the script that started it",
+                code="unguarded-script",
+                hint='put the script\'s top level under `if __name__ == "__main__":` (Python '
+                "starts worker processes by importing the main module)",
+            )
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
 
