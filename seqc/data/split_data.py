@@ -16,6 +16,7 @@ The sequences batches are made of, per task:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Iterator
@@ -81,13 +82,18 @@ class SplitData:
         if self.task == "seq2seq":
             return np.maximum(self.store.lengths("source"), self.store.lengths("target"))
         if self.window:
-            total = len(self.store.tokens["source"])
-            n = math.ceil(total / self.window)
+            total, n = len(self.store.tokens["source"]), self._sequences()
             out = np.full(n, self.window, np.int64)
             if n:
                 out[-1] = total - (n - 1) * self.window
             return out
         return self.store.lengths("source")
+
+    def _sequences(self) -> int:
+        """Sequences batches are made of, before drops: examples, or packed windows."""
+        if self.window:
+            return math.ceil(len(self.store.tokens["source"]) / self.window)
+        return self.store.examples
 
     def location(self, i: int) -> str:
         """`file:line` of sequence i (a packed chunk: of the line it starts in)."""
@@ -143,7 +149,7 @@ class SplitData:
                 return self.lengths() + 1  # the token before the targets, and the targets
 
             def lm() -> Iterator[np.ndarray]:
-                for i in range(len(self.lengths())):
+                for i in range(self._sequences()):
                     inputs, targets = self._lm(i)
                     yield np.concatenate([inputs[:1], targets])
 
@@ -177,14 +183,16 @@ class SplitData:
         assert self.audio is not None
         f, width, audio = self.framing, self.label_length, self.audio
 
+        @functools.cache
+        def paths() -> list[bytes]:  # resolved once, for the lengths and the records
+            return [_wav_path(e) for e in audio]
+
         def wavs() -> Iterator[np.ndarray]:
-            for e in audio:
-                yield np.frombuffer(_wav_path(e), np.uint8)
+            for path in paths():
+                yield np.frombuffer(path, np.uint8)
 
         streams = {
-            "wav": RecordStream(
-                lambda: np.asarray([len(r) for r in wavs()], np.int64), wavs, "wav"
-            ),
+            "wav": RecordStream(lambda: np.asarray([len(p) for p in paths()]), wavs, "wav"),
             "target": self._target_records(),
         }
         fields = {

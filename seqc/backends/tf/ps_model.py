@@ -155,8 +155,7 @@ class PsModel(TfModel):
         records' byte offsets of its rows, and its length."""
         if self._records is None:
             return self.batch_tensors(batch), {}, 0
-        made = set(self._records.fields)
-        made |= {f.mask for f in self._records.fields.values() if f.mask is not None}
+        made = self._records.made
         arrays = {k: tf.convert_to_tensor(v) for k, v in batch.arrays.items() if k not in made}
         reads = self._records.reads(batch.indices, batch.rows)
         return arrays, reads, int(batch.bucket)

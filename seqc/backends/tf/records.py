@@ -51,6 +51,8 @@ class WorkerRecords:
 
     def __init__(self, records: RowRecords) -> None:
         self.fields = dict(records.fields)
+        self.made = set(self.fields) | {f.mask for f in self.fields.values() if f.mask}
+        """The batch arrays `assemble` makes (the fields and their masks)."""
         self.paths: dict[str, str] = {}
         self.kinds: dict[str, str] = {}
         self.offsets: dict[str, np.ndarray] = {}
