@@ -39,6 +39,13 @@ if TYPE_CHECKING:
     from toy_decoding import ToyModels
 
 JAX_CACHE = "JAX_COMPILATION_CACHE_DIR"
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+"""XLA's CPU code generation without LLVM's optimisation passes, for every test's programs
+(JAX's and TF's `jit_compile`). Why: a test runs its tiny programs for a few steps, so
+compiling is most of their cost; this took the train steps of `tests/backends/test_lazy_rows.py`
+from 13.6 s to 8.0 s of compiling. XLA's own passes still run, and LLVM's do not reorder
+floating-point arithmetic without fast-math, which XLA leaves off: the suite's assertions, exact
+ones included, hold as before."""
 _OWN_CACHE = pytest.StashKey[str]()
 
 
@@ -57,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # no GPU autotuning cache: its folder, named in the compile options, would be in every
     # entry's key, and the session's folder is new each time
     os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from seqc.compiler.incremental import HISTORY, StepProgram
+from seqc.compiler.signature import DECODE_BUCKET, buffer_length
 
 
 @dataclass
@@ -131,3 +132,29 @@ class StepSignature:
             score_field=data.get("score_field"),
             encoder_only=bool(data.get("encoder_only", False)),  # manifests from before CTC
         )
+
+
+LONG_BUCKET = 1024
+"""Past this length (audio samples), buckets are this wide: 64 ms of 16 kHz audio."""
+
+
+def bucketed(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The encoder's inputs with their length axis (axis 1) padded with zeros (ids 0, masks
+    False, silence) up to a bucket. Why: a compiled step (JAX's jit, TF's `jit_compile`)
+    compiles one program per shape, and the memory it reads is as long as the source, so one
+    source length per compilation would make decoding a test set mostly compiling. The masks
+    make padding neutral (the encoder's outputs at real positions, and what the decoder
+    attends to, do not change); the memory the step reads is then as long as the bucket, with
+    its mask."""
+    out = {}
+    for name, value in feeds.items():
+        v = np.asarray(value)
+        if v.ndim >= 2:
+            n = v.shape[1]
+            target = buffer_length(n, DECODE_BUCKET if n <= LONG_BUCKET else LONG_BUCKET)
+            if target != n:
+                widths = [(0, 0)] * v.ndim
+                widths[1] = (0, target - n)
+                v = np.pad(v, widths)
+        out[name] = v
+    return out

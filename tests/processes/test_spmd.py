@@ -21,7 +21,7 @@ from seqc.cli import app
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}
+FLAGS = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"}
 
 MESHES = r"""
 import json, sys, tempfile

@@ -17,31 +17,7 @@ import numpy as np
 from seqc.backends.jax.context import Ctx
 from seqc.backends.jax.ops import run_graph
 from seqc.compiler.incremental import StepProgram
-from seqc.compiler.signature import DECODE_BUCKET, buffer_length
-
-
-def bucketed(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The encoder's inputs with their length axis (axis 1) padded with zeros (ids 0, masks
-    False, silence) up to a bucket: jit compiles one program per shape, so one source length
-    per compilation would make decoding a test set mostly compiling. The masks make padding
-    neutral (the encoder's outputs at real positions, and what the decoder attends to, do not
-    change); the memory the step reads is then as long as the bucket, with its mask."""
-    out = {}
-    for name, value in feeds.items():
-        v = np.asarray(value)
-        if v.ndim >= 2:
-            n = v.shape[1]
-            target = buffer_length(n, DECODE_BUCKET if n <= LONG else LONG)
-            if target != n:
-                widths = [(0, 0)] * v.ndim
-                widths[1] = (0, target - n)
-                v = np.pad(v, widths)
-        out[name] = v
-    return out
-
-
-LONG = 1024
-"""Past this length (audio samples), buckets are this wide: 64 ms of 16 kHz audio."""
+from seqc.compiler.step_signature import bucketed
 
 
 def _ctx() -> Ctx:

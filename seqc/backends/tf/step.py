@@ -15,6 +15,7 @@ from seqc.backends.tf.context import Ctx
 from seqc.backends.tf.ops import run_graph
 from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
+from seqc.compiler.step_signature import bucketed
 
 
 def _function(graph: Graph, params: dict[str, tf.Variable], jit: bool) -> Any:
@@ -52,7 +53,7 @@ class TfStepFunctions:
     def encode(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._encode is None:
             return {}
-        outs = self._encode(self._feeds(feeds))
+        outs = self._encode(self._feeds(bucketed(feeds)))
         return {n: np.asarray(v) for n, v in zip(self.program.encoder_outputs, outs, strict=True)}
 
     def step(self, feeds: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
