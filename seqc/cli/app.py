@@ -46,6 +46,7 @@ LAZY_COMMANDS = {
     "profile": "seqc.cli.devices",
     "calibrate": "seqc.cli.devices",
     "launch": "seqc.cli.launch",
+    "serve": "seqc.cli.serve",
 }
 """The commands that run experiments, by the module that holds them (in its `COMMANDS`), in
 `--help` order."""

@@ -20,13 +20,17 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("export",),
     "ai_edge_litert": ("export",),
     "num2words": ("speech",),
-    "sentencepiece": ("jax", "tf"),
+    "sentencepiece": ("jax", "tf", "serve"),
     "grain": ("jax", "tf"),
     "tensorboardX": ("jax", "tf"),
     "sacrebleu": ("jax", "tf"),
     "jiwer": ("jax", "tf", "speech"),
     "scipy": ("jax", "tf"),
     "matplotlib": ("jax", "tf"),
+    "starlette": ("serve",),
+    "uvicorn": ("serve",),
+    "prometheus_client": ("serve",),
+    "python_multipart": ("serve",),
 }
 """Top-level import name -> the extras that install it, the first being the one to suggest."""
 

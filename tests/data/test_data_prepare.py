@@ -316,7 +316,11 @@ def test_sigterm_during_prepare_leaves_no_staging_folder(tmp_path: Path) -> None
             pytest.fail("prepare ended before its staging folder was seen")
         time.sleep(0.005)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 143
+    code = proc.wait(timeout=60)
     # nothing half-built: no staging folder; the corpus whole, or (the signal met while an
     # import's C code ran, which swallows it: see seqc.data.staging.staged) not at all
-    assert [p.name for p in tmp_path.iterdir()] in ([], ["zipf"])
+    left = [p.name for p in tmp_path.iterdir()]
+    assert left in ([], ["zipf"])
+    # 143 from the staging's handler; on a busy machine the signal can come after the build
+    # was renamed into place and the default handler was back (-15): the corpus is whole then
+    assert code == 143 or (code == -signal.SIGTERM and left == ["zipf"]), code

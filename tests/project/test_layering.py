@@ -1,11 +1,12 @@
 """The shape of the package: imports flow one way along the pipeline, and the run libraries and
 the commands reach backends only through their contract.
 
-spec -> resolve -> compiler -> backends -> run -> cli, with data beside them depending on spec and
-resolve only, and backends skipping resolve (they read the compiler's typed config, never the
-resolved spec), and the language server (`lsp`) on the front end and the checks (spec, resolve,
-compiler) only: an editor never loads a backend. `seqc.run` imports `seqc.backends.api` and
-`seqc.backends.registry` (and the format-neutral `seqc.backends.weights`), never a backend
+spec -> resolve -> compiler -> backends -> run -> serve -> cli, with data beside them depending
+on spec and resolve only, and backends skipping resolve (they read the compiler's typed config,
+never the resolved spec), and the language server (`lsp`) on the front end and the checks (spec,
+resolve, compiler) only: an editor never loads a backend. `seqc.run` (and the server, `seqc.
+serve`, which runs artifacts through it) imports `seqc.backends.api` and `seqc.backends.registry`
+(and the format-neutral `seqc.backends.weights`), never a backend
 package; a run on one backend does not load another backend's code (nor, on JAX, TensorFlow; the
 other way round is TensorFlow's own doing: `import tensorflow` imports JAX when it is installed,
 for its converter). The command line (`seqc.cli`) is the one stage that prints to a terminal:
@@ -40,8 +41,9 @@ ALLOWED = {
     "compiler": {"spec", "resolve", "compiler"},
     "backends": {"spec", "compiler", "backends"},
     "run": {"spec", "resolve", "compiler", "backends", "data", "run"},
+    "serve": {"spec", "resolve", "compiler", "backends", "data", "run", "serve"},
     "lsp": {"spec", "resolve", "compiler", "lsp"},
-    "cli": {"spec", "resolve", "compiler", "backends", "data", "run", "lsp", "cli"},
+    "cli": {"spec", "resolve", "compiler", "backends", "data", "run", "serve", "lsp", "cli"},
 }
 """Which stages each stage may import (the command line, `seqc/cli/`, all of them)."""
 
@@ -52,7 +54,7 @@ CLI_CONTRACT = {"api", "registry"}
 """The modules of `seqc.backends` that `seqc.cli` may import: a command names a backend by its
 name and runs it through the library that drives it."""
 
-LIBRARIES = ("spec", "resolve", "compiler", "backends", "data", "run")
+LIBRARIES = ("spec", "resolve", "compiler", "backends", "data", "run", "serve")
 """The stages that print through their caller (`seqc.run.report.Reporter`, or plain data the
 command line lays out), never to a terminal of their own."""
 
@@ -164,8 +166,10 @@ def test_imports_flow_one_way() -> None:
 
 
 def test_run_talks_to_backends_through_their_contract() -> None:
+    """`seqc.run`, and the server that runs artifacts through it (`seqc.serve`)."""
     wrong = []
-    for path in sorted((PACKAGE / "run").rglob("*.py")):
+    paths = [*(PACKAGE / "run").rglob("*.py"), *(PACKAGE / "serve").rglob("*.py")]
+    for path in sorted(paths):
         for line, module in _imports(path):
             parts = module.split(".")
             if parts[:2] == ["seqc", "backends"] and len(parts) > 2 and parts[2] not in CONTRACT:

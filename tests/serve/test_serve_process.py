@@ -1,0 +1,104 @@
+"""The real `seqc serve` process on a free localhost port: it reports ready, decodes concurrent
+requests in fewer model calls than requests, and on SIGTERM answers what is in flight and exits
+0. A bad artifact folder is the usual located error before any port is opened."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from served_artifacts import Served, served
+
+SEQC = [sys.executable, "-m", "seqc.cli"]
+
+
+@pytest.fixture(scope="module")
+def arts(session_folder: Path, lm_runs) -> Served:
+    return served(session_folder / "served", lm_runs)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(proc: subprocess.Popen, url: str, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"seqc serve exited {proc.returncode}: {proc.stderr.read()}")
+        try:
+            if httpx.get(f"{url}/v2/health/ready", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("seqc serve did not become ready")
+
+
+def _metric(url: str, prefix: str) -> float:
+    for line in httpx.get(f"{url}/metrics").text.splitlines():
+        if line.startswith(prefix):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def _wait_in_flight(url: str, model: str, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while _metric(url, f'seqc_in_flight{{model="{model}"}}') < 1:
+        assert time.monotonic() < deadline, "the request never reached the server"
+        time.sleep(0.02)
+
+
+def test_the_server_batches_concurrent_requests_and_drains_on_sigterm(arts: Served) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = [*SEQC, "serve", str(arts.artifact("mt")), str(arts.artifact("lm")), "--name", "mt"]
+    args += ["--name", "lm", "--port", str(port), "--max-delay-ms", "400"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+    try:
+        _wait_ready(proc, url)
+        sentences = [f"{'abcdefgh'[i % 8]}{'hgfedcba'[i % 7]}" for i in range(16)]
+
+        def translate(s: str) -> list[str]:
+            r = httpx.post(f"{url}/v1/models/mt/translate", json={"text": [s]}, timeout=30)
+            assert r.status_code == 200, r.text
+            return r.json()["translations"]
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(translate, sentences))
+        assert all(len(a) == 1 for a in answers)
+        calls = _metric(url, 'seqc_model_calls_total{model="mt"}')
+        assert calls < len(sentences) / 2, calls
+        with ThreadPoolExecutor(1) as pool:
+            late = pool.submit(translate, "abcdefg")
+            _wait_in_flight(url, "mt")  # waiting out its batch's delay when the signal comes
+            proc.send_signal(signal.SIGTERM)
+            assert len(late.result(timeout=30)) == 1
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_missing_artifact_is_a_located_error_before_serving(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [*SEQC, "serve", str(tmp_path / "nothing"), "--port", str(_free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "no artifact at" in result.stderr and "seqc export" in result.stderr

@@ -1,0 +1,264 @@
+"""`seqc serve` in process, through `httpx.ASGITransport`: the inference protocol's routes and
+the task routes on exported artifacts (a translator in ONNX and TFLite, a language model in
+ONNX), answers equal to `seqc decode --artifact`'s, batching, and every error path a 4xx with
+a JSON body naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from served_artifacts import Served, served
+from typer.testing import CliRunner
+
+from seqc.cli import app as cli
+from seqc.serve.app import build_app
+from seqc.serve.config import ServeConfig
+from seqc.serve.models import ServedModel, load_model
+from seqc.serve.server import Server
+
+SOURCES = ["abcd", "hgf", "bad", "cafe", "", "gg"]
+
+
+@pytest.fixture(scope="module")
+def arts(session_folder: Path, lm_runs) -> Served:
+    return served(session_folder / "served", lm_runs)
+
+
+@pytest.fixture(scope="module")
+def models(arts: Served) -> dict[str, ServedModel]:
+    return {
+        "mt": load_model(arts.artifact("mt"), "mt"),
+        "mt-tflite": load_model(arts.artifact("mt", "tflite-none"), "mt-tflite"),
+        "lm": load_model(arts.artifact("lm"), "lm"),
+    }
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    models: dict[str, ServedModel], **config
+) -> AsyncIterator[tuple[httpx.AsyncClient, Server]]:
+    server = Server(models, ServeConfig(**config))
+    transport = httpx.ASGITransport(app=build_app(server))
+    await server.start()
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://seqc") as client:
+            yield client, server
+    finally:
+        await server.stop()
+
+
+def _decoded(args: list[str], lines: list[str]) -> list[str]:
+    result = CliRunner().invoke(cli, ["decode", *args, "--input", "-"], input="\n".join(lines))
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+def _infer(texts: list[str], **params) -> dict:
+    body: dict = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)]}]}
+    body["inputs"][0]["data"] = texts
+    if params:
+        body["parameters"] = params
+    return body
+
+
+def test_health_metadata_and_readiness(models) -> None:
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            assert (await c.get("/v2/health/live")).json() == {"live": True}
+            assert (await c.get("/v2/health/ready")).status_code == 200
+            assert (await c.get("/v2")).json()["name"] == "seqc"
+            meta = (await c.get("/v2/models/mt")).json()
+            assert meta["inputs"] == [{"name": "text", "datatype": "BYTES", "shape": [-1]}]
+            assert meta["parameters"]["task_kind"] == "seq2seq"
+            assert meta["parameters"]["decode"]["kind"] == "greedy"
+            assert meta["parameters"]["format"] == "onnx"
+            assert (await c.get("/v2/models/lm/ready")).json()["ready"] is True
+            missing = await c.get("/v2/models/nope")
+            assert missing.status_code == 404 and "mt" in missing.json()["error"]
+
+    asyncio.run(main())
+
+
+def test_translations_are_those_of_seqc_decode_on_each_format(arts: Served, models) -> None:
+    want = _decoded(["--artifact", str(arts.artifact("mt"))], SOURCES)
+    assert len(want) == len(SOURCES) and any(want) and want[4] == ""
+
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            for name in ("mt", "mt-tflite"):
+                r = await c.post(f"/v2/models/{name}/infer", json={**_infer(SOURCES), "id": "7"})
+                assert r.status_code == 200, r.text
+                body = r.json()
+                assert body["id"] == "7" and body["model_name"] == name
+                (out,) = body["outputs"]
+                assert out == {"name": "text", "datatype": "BYTES", "shape": [6], "data": want}
+                r = await c.post(f"/v1/models/{name}/translate", json={"text": SOURCES})
+                assert r.json() == {"translations": want}
+
+    asyncio.run(main())
+
+
+def test_beam_search_in_a_batch_is_beam_search_alone(models) -> None:
+    """Options in `parameters` decode as that strategy would one source at a time."""
+    model = models["mt"]
+    from seqc.serve.params import strategy_for
+
+    beam = strategy_for(model.strategy, {"beam": 3}, 256)
+    tok = model.gen.tokenizer
+    alone = [
+        model.gen.target_tokenizer.decode(model.gen.decoder.generate(beam, [], [*tok.encode(s), 2]))
+        for s in SOURCES[:4]
+    ]
+
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            r = await c.post(
+                "/v1/models/mt/translate", json={"text": SOURCES[:4], "parameters": {"beam": 3}}
+            )
+            assert r.json()["translations"] == alone
+
+    asyncio.run(main())
+
+
+def test_a_language_model_continues_prompts_as_seqc_decode_does_and_scores_text(
+    arts: Served, models
+) -> None:
+    prompts = ["the ", "to be"]
+    want = _decoded(["--artifact", str(arts.artifact("lm"))], prompts)
+
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            body = {**_infer(prompts), "outputs": [{"name": "text"}, {"name": "score"}]}
+            r = await c.post("/v2/models/lm/infer", json=body)
+            assert r.status_code == 200, r.text
+            text, score = r.json()["outputs"]
+            assert text["data"] == want
+            assert score["datatype"] == "FP32" and len(score["data"]) == 2
+            assert all(s is not None and s < 0 for s in score["data"])
+            r = await c.post("/v1/models/lm/score", json={"text": prompts})
+            assert r.json()["scores"] == pytest.approx(score["data"], abs=1e-6)
+            r = await c.post("/v1/models/lm/generate", json={"text": prompts})
+            assert r.json() == {"texts": want}
+
+    asyncio.run(main())
+
+
+def test_a_text_is_scored_as_the_sum_of_its_tokens_log_probabilities(models) -> None:
+    """The score is log p of each token after BOS and of the end of the line, from the LM's
+    logits step by step, checked here against the full forward of the same step functions."""
+    from seqc.run.decoding.forced import teacher_forced
+
+    model = models["lm"]
+    (got,) = model.score(["to be"])
+    tok, special = model.gen.tokenizer, model.manifest["special"]
+    ids = [*tok.encode("to be"), special["eos"]]
+    inputs = np.asarray([[special["bos"], *ids[:-1]]], np.int32)
+    logits = teacher_forced(model.gen.decoder.fns, model.artifact.signature, {"inputs": inputs})
+    z = np.asarray(logits, np.float64)[0]
+    logp = z - z.max(-1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(-1, keepdims=True))
+    assert got == pytest.approx(float(sum(logp[i, t] for i, t in enumerate(ids))), abs=1e-5)
+
+
+def test_requests_that_arrive_together_are_decoded_in_fewer_model_calls(models) -> None:
+    sentences = [f"{'abcdefgh'[i % 8]}{'hgfedcba'[i % 5]}{'ab'[i % 2]}" for i in range(12)]
+
+    async def main() -> None:
+        async with serving(models, max_batch_size=16, max_delay_ms=100) as (c, server):
+            alone = [
+                (await c.post("/v1/models/mt/translate", json={"text": [s]})).json()
+                for s in sentences
+            ]
+            calls = server.batchers[("mt", "translate")].batches
+            answers = await asyncio.gather(
+                *(c.post("/v1/models/mt/translate", json={"text": [s]}) for s in sentences)
+            )
+            together = server.batchers[("mt", "translate")].batches - calls
+            assert [a.json() for a in answers] == alone
+            assert together < len(sentences) / 2, together
+            metrics = (await c.get("/metrics")).text
+            assert 'seqc_requests_total{model="mt",route="translate",status="200"} 24.0' in metrics
+            assert "seqc_batch_size_bucket" in metrics and "seqc_queue_wait_seconds" in metrics
+
+    asyncio.run(main())
+
+
+def _tensor(**kw) -> bytes:
+    tensor = {"name": "text", "datatype": "BYTES", "shape": [1], "data": ["ab"]} | kw
+    return json.dumps({"inputs": [tensor]}).encode()
+
+
+BAD_INFER = [
+    (b"{not json", 400, "body"),
+    (json.dumps({"inputs": []}).encode(), 400, "inputs"),
+    (_tensor(datatype="FP32", data=[1]), 400, "inputs[0].datatype"),
+    (_tensor(shape=[2]), 400, "inputs[0].shape"),
+    (_tensor(shape=[0], data=[]), 400, "inputs[0].data"),
+    (_tensor(data=[3]), 400, "inputs[0].data[0]"),
+    (_tensor(name="words"), 400, "inputs"),
+    (json.dumps({**_infer(["ab"]), "parameters": {"beams": 2}}).encode(), 400, "parameters.beams"),
+    (_tensor(data=["a" * 3000]), 400, "inputs[0].data[0]"),
+    (b"[1, 2]", 400, "body"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "field"), BAD_INFER)
+def test_bad_requests_are_the_clients_error_naming_the_field(models, body, status, field) -> None:
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            r = await c.post(
+                "/v2/models/mt/infer", content=body, headers={"content-type": "application/json"}
+            )
+            assert r.status_code == status, r.text
+            assert r.json()["field"] == field and r.json()["error"]
+
+    asyncio.run(main())
+
+
+def test_limits_keys_and_load_answer_with_their_status(models, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with serving(models, max_body_bytes=200, api_key="s3cret", max_queue=1) as (c, _):
+            key = {"Authorization": "Bearer s3cret"}
+            assert (await c.get("/v2/health/ready")).status_code == 200  # no key needed
+            r = await c.post("/v1/models/mt/translate", json={"text": ["ab"]})
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+            r = await c.post(
+                "/v1/models/mt/translate",
+                json={"text": ["ab"]},
+                headers={"Authorization": "Bearer nope"},
+            )
+            assert r.status_code == 401
+            r = await c.post("/v1/models/mt/translate", json={"text": ["ab"]}, headers=key)
+            assert r.status_code == 200
+            r = await c.post("/v1/models/mt/translate", json={"text": ["x" * 300]}, headers=key)
+            assert r.status_code == 413
+            r = await c.post("/v1/models/mt/translate", json={"text": ["ab", "cd"]}, headers=key)
+            assert r.status_code == 503 and r.headers["retry-after"] == "1"
+            r = await c.post("/v1/models/mt/transcribe", content=b"RIFF", headers=key)
+            assert r.status_code == 400 and r.json()["code"] == "wrong-route"
+            r = await c.post("/v1/models/mt/translate", json={"txt": ["ab"]}, headers=key)
+            assert r.status_code == 400 and r.json()["field"] == "body"
+        async with serving(models, timeout_s=0.000001) as (c, _):
+            r = await c.post("/v1/models/mt/translate", json={"text": ["abcd"]})
+            assert r.status_code == 504 and r.json()["code"] == "timeout"
+
+    asyncio.run(main())
+
+
+def test_the_page_and_its_files_are_served(models) -> None:
+    async def main() -> None:
+        async with serving(models, api_key="k") as (c, _):
+            page = await c.get("/")
+            assert page.status_code == 200 and "seqc serve" in page.text
+            assert "fetch(" in (await c.get("/static/page.js")).text
+            listed = (await c.get("/v1/models", headers={"Authorization": "Bearer k"})).json()
+            assert [m["name"] for m in listed["models"]] == ["mt", "mt-tflite", "lm"]
+
+    asyncio.run(main())
