@@ -181,3 +181,43 @@ def test_history_caches_grow_as_decoding_goes_on(decoder: StepDecoder, monkeypat
     monkeypatch.setattr(stepdecode, "FIRST_HISTORY", 10**6)
     assert [decoder.generate(how, [], s, stop_at_eos=False) for s in srcs] == long
     assert decoder.generate_many(beam, srcs) == short
+
+
+class _Shrinking:
+    """The decoder's step functions, said to run any row count (`shrinks`), counting rows."""
+
+    shrinks = True
+
+    def __init__(self, fns, token_input: str) -> None:
+        self.fns, self.token, self.rows = fns, token_input, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.fns, name)
+
+    def step(self, feeds: dict):
+        self.rows.append(len(feeds[self.token]))
+        return self.fns.step(feeds)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        ("greedy", {"max_length": 12}),
+        ("beam", {"width": 3, "length_penalty": 0.6, "max_length": 12}),
+    ],
+)
+def test_finished_sources_leave_the_batch_where_the_runtime_allows(
+    decoder: StepDecoder, how: tuple[str, dict]
+) -> None:
+    """On a runtime that runs any shape (onnxruntime, LiteRT), a batch drops the rows of the
+    sources whose search is over: fewer rows each step, the same tokens."""
+    kind, args = how
+    strategy_ = strategy(kind, **args)
+    srcs = sources()
+    alone = [decoder.generate(strategy_, [], s) for s in srcs]
+    shrinking = _Shrinking(decoder.fns, decoder.token_input)
+    dec = StepDecoder(shrinking, decoder.sig, BOS, EOS, PAD)
+    assert decode_all(dec, strategy_, srcs, 16) == alone
+    assert shrinking.rows[0] > shrinking.rows[-1] and shrinking.rows == sorted(
+        shrinking.rows, reverse=True
+    )

@@ -31,6 +31,10 @@ class OnnxSteps:
     """`StepFunctions` over onnxruntime sessions of `encoder.onnx` and `step.onnx` (none for
     an encoder-only artifact)."""
 
+    shrinks = True
+    """A batch may drop rows between steps: any row count runs without compiling again
+    (`seqc.run.decoding.steps`)."""
+
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         enc = folder / "encoder.onnx"
         self.encoder = load_runner(enc) if enc.exists() or sig.encoder_only else None

@@ -20,6 +20,10 @@ from seqc.compiler.step_signature import StepSignature
 class TfliteSteps:
     """`StepFunctions` over the LiteRT interpreter's `encode` and `step` signatures."""
 
+    shrinks = True
+    """A batch may drop rows between steps: any row count runs without compiling again
+    (`seqc.run.decoding.steps`)."""
+
     def __init__(self, folder: Path, sig: StepSignature) -> None:
         self.has_encoder = bool(sig.encoder_inputs)
         self.has_step = not sig.encoder_only

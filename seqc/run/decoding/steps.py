@@ -14,13 +14,15 @@ beam 4 runs the step on 4 rows, and in a framework (JAX, TF) much of a step's ti
 dispatching it, not to arithmetic. Stacking `batch` sources gives the step `batch * width` rows,
 so a test set decodes faster with the same search (`DEFAULT_BATCH` has the figures): each source
 keeps its own beams, finished hypotheses and stop rule (`beam_step`, as `StepDecoder.generate`),
-only the rows are shared. A source whose search is over keeps its rows (fed padding, never read)
-until the whole batch is done, so that the step's shapes, and the programs compiled for them,
-stay the same; sorting sources by length first (`decode_all`) keeps the sources of one batch
-finishing close together. Encoding sources of different lengths in one batch pads them to the
-longest; the source mask makes that padding neutral, so the hypotheses are those of
-one-at-a-time decoding up to float rounding (a near-tie between two beams could in principle
-break the other way).
+only the rows are shared. On JAX and TF a source whose search is over keeps its rows (fed
+padding, never read) until the whole batch is done, so that the step's shapes, and the programs
+compiled for them, stay the same; on a runtime that runs any shape without compiling
+(onnxruntime, LiteRT: `StepFunctions.shrinks`) its rows leave the batch at once, so a server's
+batch costs what its live sources do. Sorting sources by length first (`decode_all`) keeps
+the sources of one batch finishing close together. Encoding sources of different lengths in
+one batch pads them to the longest; the source mask makes that padding neutral, so the
+hypotheses are those of one-at-a-time decoding up to float rounding (a near-tie between two
+beams could in principle break the other way).
 
 A program without a step (a CTC model, `StepSignature.encoder_only`) runs in one pass
 (`seqc.run.decoding.forced.one_pass`): it has nothing to decode here.
@@ -170,6 +172,23 @@ class StepDecoder:
             for name, v in caches.items()
         }
 
+    @property
+    def shrinks(self) -> bool:
+        """Whether a batch drops the rows of its finished sources (`StepFunctions.shrinks`):
+        on a runtime that runs any number of rows without compiling again (onnxruntime,
+        LiteRT), a source whose search is over costs nothing more; on JAX and TF, whose
+        programs are compiled per shape, its rows stay, padded, until the batch is done."""
+        return bool(getattr(self.fns, "shrinks", False))
+
+    def kept_memory(self, memory: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+        """The encoder's outputs of the rows `rows` only, along each one's batch axis (where
+        the runtime holds them, when it `reorder`s there)."""
+        axes = {name: self.sig.batch_axis(self.sig.encoder_outputs[name]) for name in memory}
+        reorder = getattr(self.fns, "reorder", None)
+        if reorder is not None:
+            return dict(reorder(memory, rows, axes))
+        return {name: np.take(v, rows, axis=axes[name]) for name, v in memory.items()}
+
     # ---------------------------------------------------------------- strategies
     def generate(
         self,
@@ -241,7 +260,8 @@ functions): the JAX and TF backends, whose every step pays a fixed dispatch cost
 the recipe translator (beam 6, 32-64 dev or test verses, 2 idle cores): JAX 3.6 -> 5.7 verses/s,
 TF 3.9 -> 5.3. onnxruntime and LiteRT run a step of 6 rows with little overhead and lose by it
 (ONNX 13.0 -> 8.5, TFLite 18.5 -> 8.3: every row of a source whose search is over is still
-computed), so artifacts decode one source at a time."""
+computed, before their rows left the batch: `StepDecoder.shrinks`), so `seqc decode` of an
+artifact decodes one source at a time; `seqc serve` batches its requests' sources."""
 
 
 def batchable(strategy: DecodeConfig) -> bool:
@@ -297,14 +317,19 @@ def _greedy_batch(
     length: int,
 ) -> list[list[int]]:
     out: list[list[int]] = [[] for _ in range(n)]
+    sources = np.arange(n)  # the source of each row
     open_ = np.ones(n, bool)
     for i in range(max_len):
         tokens = np.argmax(logp, axis=-1)
         open_ &= tokens != dec.eos
         for row in np.flatnonzero(open_):
-            out[row].append(int(tokens[row]))
+            out[sources[row]].append(int(tokens[row]))
         if not open_.any() or i + 1 == max_len:
             break
+        if dec.shrinks and not open_.all():  # the finished sources leave the batch
+            keep = np.flatnonzero(open_)
+            caches, memory = dec.reordered(caches, keep), dec.kept_memory(memory, keep)
+            sources, tokens, open_ = sources[keep], tokens[keep], open_[keep]
         feed = np.where(open_, tokens, dec.pad)
         caches = dec.grown(caches, 1 + i, length)
         logp, caches = dec.step(feed, 1 + i, memory, caches)
@@ -325,13 +350,14 @@ def _beam_batch(
     beams: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in range(n)]
     finished: list[list[Hypothesis]] = [[] for _ in range(n)]
     done = [False] * n
+    live = list(range(n))  # the source of each block of `width` rows
     for step in range(max_len):
-        parents = np.arange(n * width)  # a finished source's rows stay where they are
-        feed = np.full(n * width, dec.pad)
-        for s in range(n):
+        parents = np.arange(len(live) * width)  # a finished source's rows stay where they are
+        feed = np.full(len(live) * width, dec.pad)
+        for b, s in enumerate(live):
             if done[s]:
                 continue
-            base = s * width
+            base = b * width
             chosen = beam_step(
                 beams[s], logp[base : base + width], finished[s], width, alpha, dec.eos
             )
@@ -343,6 +369,12 @@ def _beam_batch(
             feed[base : base + k] = chosen.tokens
         if all(done) or step + 1 == max_len:
             break
+        if dec.shrinks and any(done[s] for s in live):  # the finished sources leave the batch
+            blocks = [b for b, s in enumerate(live) if not done[s]]
+            rows = np.concatenate([np.arange(b * width, (b + 1) * width) for b in blocks])
+            parents, feed = parents[rows], feed[rows]
+            memory = dec.kept_memory(memory, rows)
+            live = [live[b] for b in blocks]
         caches = dec.grown(dec.reordered(caches, parents), 1 + step, length)
         logp, caches = dec.step(feed, 1 + step, memory, caches)
     return [best(finished[s], beams[s], alpha) for s in range(n)]
