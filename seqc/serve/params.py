@@ -29,7 +29,7 @@ from seqc.serve.errors import bad
 DECODE_OPTIONS = ("beam", "length_penalty", "temperature", "top_k", "top_p", "seed", "max_length")
 """The decode options a request may give."""
 
-SERVER_OPTIONS = ("sample_rate", "stream")
+SERVER_OPTIONS = ("sample_rate",)
 """Options that are not about decoding, read by the routes."""
 
 MAX_BEAM = 64
