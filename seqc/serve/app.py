@@ -41,6 +41,7 @@ from seqc.serve.protocol import (
     texts,
 )
 from seqc.serve.server import Server, require
+from seqc.serve.streaming import streamed
 from seqc.serve.wav import wav_request
 
 log = logging.getLogger("seqc.serve")
@@ -270,13 +271,23 @@ def _task(action: str) -> Handler:
         body = await json_body(request, cfg.max_body_bytes)
         if not isinstance(body, dict):
             raise bad("the body must be a JSON object", "body")
-        unknown = set(body) - {"text", "parameters"}
+        unknown = set(body) - {"text", "parameters", "stream"}
         if unknown:
             raise bad(f"unknown field(s) {', '.join(sorted(unknown))}", "body", "unknown-field")
         items = texts(body.get("text"), "text", cfg.max_items, cfg.max_text_chars)
         params = body.get("parameters") or {}
         if not isinstance(params, dict):
             raise bad("`parameters` must be a JSON object", "parameters")
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise bad("`stream` must be true or false", "stream")
+        if stream:
+            if action not in ("translate", "generate"):
+                raise bad(f"{action} does not stream", "stream")
+            if len(items) != 1:
+                raise bad("a streamed request holds one sentence", "text", "too-many")
+            job = TextJob(items[0], _strategy(model, params, cfg))
+            return streamed(server, model, action, job)  # type: ignore[arg-type]
         if action == "score":
             check_known(params)
             scores = await server.run(model, "score", items, _disconnected(request))

@@ -14,10 +14,13 @@ self-normalised scores, and a speech model transcribes (`transcribe`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -61,6 +64,7 @@ class ServedModel:
     max_batch: int = 16
     ready: bool = False
     _score_fns: Any = None
+    _lock: Any = None
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -97,7 +101,8 @@ class ServedModel:
             if not sources:
                 continue
             assert gen.decoder is not None
-            tokens = decode_all(gen.decoder, strategy, sources, self.max_batch)  # type: ignore[arg-type]
+            with self._guard():
+                tokens = decode_all(gen.decoder, strategy, sources, self.max_batch)  # type: ignore[arg-type]
             for i, t in zip(full, tokens, strict=True):
                 out[i] = one_line(str(gen.target_tokenizer.decode(t)))
         return out
@@ -111,7 +116,8 @@ class ServedModel:
         out = []
         for job in jobs:
             start = tok.encode(job.text)
-            ids = [*start, *gen.decoder.generate(job.strategy, start)]
+            with self._guard():
+                ids = [*start, *gen.decoder.generate(job.strategy, start)]
             out.append(one_line(tok.decode(ids)))
         return out
 
@@ -123,7 +129,8 @@ class ServedModel:
             listen = gen.transcriber
             if job.strategy is not None:
                 listen = dataclasses.replace(listen, strategy=job.strategy)
-            out.append(str(listen(job.samples)))
+            with self._guard():
+                out.append(str(listen(job.samples)))
         return out
 
     def score(self, texts: Sequence[str]) -> list[float | None]:
@@ -145,7 +152,9 @@ class ServedModel:
             if sig.score_field is not None:
                 arrays[sig.score_field] = labels
             total = 0.0
-            for pos, (_, logits) in enumerate(step_through(fns, sig, arrays)):
+            with self._guard():
+                steps = [logits for _, logits in step_through(fns, sig, arrays)]
+            for pos, logits in enumerate(steps):
                 row = np.asarray(logits, np.float64).reshape(-1)
                 if sig.score_input is not None:
                     total += float(row[0])
@@ -154,6 +163,43 @@ class ServedModel:
                     total += float(shifted[labels[0, pos]] - math.log(np.exp(shifted).sum()))
             out.append(total if math.isfinite(total) else None)
         return out
+
+    def stream(self, action: Action, job: TextJob, heard: Callable[[str], None]) -> str:
+        """One sentence translated or one prompt continued (`action`), `heard` given the text
+        as its tokens are decided (each call: the text added since the last), and the whole
+        answer returned, as `translate` or `generate` gives it. Why text and not tokens: a
+        client shows words; a piece that does not yet decode to a stable prefix (a subword
+        that a later piece joins) is held back until it does."""
+        gen = self._gen()
+        assert gen.decoder is not None
+        tok = gen.tokenizer
+        if action == "translate":
+            prefix, src = [], [*tok.encode(job.text), tok.eos_id]
+            out_tok = gen.target_tokenizer
+        else:
+            prefix, src, out_tok = tok.encode(job.text), None, tok
+        told = str(out_tok.decode(prefix))
+        tokens = list(prefix)
+
+        def decided(new: list[int]) -> None:
+            nonlocal told
+            tokens.extend(new)
+            text = str(out_tok.decode(tokens))
+            if text.startswith(told) and len(text) > len(told):
+                heard(text[len(told) :])
+                told = text
+
+        prompt = prefix if src is None else []
+        with self._guard():
+            got = gen.decoder.generate(job.strategy, prompt, src, decided=decided)  # type: ignore[call-arg]
+        if action == "translate":
+            return one_line(str(out_tok.decode(got)))
+        return one_line(str(out_tok.decode([*prefix, *got])))
+
+    def _guard(self) -> AbstractContextManager[Any]:
+        """The model's lock where its runtime is not safe to call from two threads at once
+        (LiteRT's interpreter, TF); onnxruntime's sessions are."""
+        return self._lock if self._lock is not None else contextlib.nullcontext()
 
     def _gen(self) -> TextDecoder:
         if self.gen is None:
@@ -232,7 +278,10 @@ def load_model(path: Path, name: str | None = None) -> ServedModel:
     else:
         actions = ("generate", "score")
     gen = None if scoring else from_artifact(art)
-    return ServedModel(name or path.resolve().name, path, art, gen, actions)
+    model = ServedModel(name or path.resolve().name, path, art, gen, actions)
+    if art.format != "onnx":
+        model._lock = threading.Lock()
+    return model
 
 
 def error_id() -> str:

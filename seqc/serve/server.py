@@ -105,9 +105,10 @@ class Server:
         disconnected: Callable[[], Any] | None = None,
     ) -> list[Any]:
         """The results of `jobs` through `model`'s `action`, batched with other requests'.
-        A 503 when draining or the queue is full, a 504 past the time limit, a 499-style
-        cancellation when the client goes away (nothing is answered), 400 for a source the
-        model refuses (too short an utterance), 500 with an error id for a failure."""
+        A 503 when draining or the queue is full, a 504 past the time limit, a 499 when the
+        client goes away (its sources not yet batched are dropped; the answer reaches no one),
+        400 for a source the model refuses (too short an utterance), 500 with an error id for
+        a failure."""
         if self.draining:
             raise ServeError(503, "the server is shutting down", code="draining")
         require(model, action)
@@ -128,8 +129,8 @@ class Server:
                 for f in futures:
                     f.cancel()  # not yet batched: dropped; running: its result is discarded
                 gathered.cancel()
-                if watch is not None and watch in done:
-                    raise asyncio.CancelledError  # the client left: nobody to answer
+                if watch is not None and watch in done:  # nobody is left to read the answer
+                    raise ServeError(499, "the client went away", code="client-gone")
                 raise ServeError(
                     504,
                     f"no answer within {self.config.timeout_s:g} s (--timeout-s)",
@@ -201,7 +202,9 @@ def _warm_up(model: ServedModel) -> None:
     strategy = model.strategy
     for action in model.actions:
         if action == "transcribe":
-            samples = np.zeros(int(WARM_UP_SECONDS * model.sample_rate), np.float32)
+            shortest = int((model.manifest.get("audio") or {}).get("min_samples", 1))
+            n = max(shortest, int(WARM_UP_SECONDS * model.sample_rate))
+            samples = np.zeros(n, np.float32)
             model.transcribe([AudioJob(samples, strategy)])
         elif action == "score":
             model.score([WARM_UP_TEXT])

@@ -262,3 +262,68 @@ def test_the_page_and_its_files_are_served(models) -> None:
             assert [m["name"] for m in listed["models"]] == ["mt", "mt-tflite", "lm"]
 
     asyncio.run(main())
+
+
+def test_a_client_that_goes_away_has_its_waiting_sources_dropped(models) -> None:
+    from seqc.serve.errors import ServeError
+    from seqc.serve.models import TextJob
+
+    async def gone() -> None:
+        await asyncio.sleep(0.01)
+
+    async def main() -> None:
+        async with serving(models, max_delay_ms=500) as (_, server):
+            model = server.models["mt"]
+            batcher = server.batchers[("mt", "translate")]
+            before = batcher.batches
+            other = asyncio.ensure_future(
+                server.run(model, "translate", [TextJob("abc", model.strategy)])
+            )
+            with pytest.raises(ServeError) as e:
+                await server.run(model, "translate", [TextJob("abcd", model.strategy)], gone)
+            assert e.value.status == 499
+            assert await other == [model.translate([TextJob("abc", model.strategy)])[0]]
+            assert batcher.batches == before + 1
+            sizes = server.metrics.registry.get_sample_value("seqc_batch_size_sum", {"model": "mt"})
+            assert sizes == 1  # the batch held the other request's source only
+
+    asyncio.run(main())
+
+
+def _events(body: str) -> list[tuple[str | None, dict]]:
+    out = []
+    for block in body.strip().split("\n\n"):
+        name, data = None, None
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                data = json.loads(line[len("data: ") :])
+        out.append((name, data))
+    return out
+
+
+@pytest.mark.parametrize("params", [{}, {"beam": 3}])
+def test_a_streamed_answer_is_the_plain_answer_in_pieces(models, params: dict) -> None:
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            route = "/v1/models/mt/translate"
+            body = {"text": ["abcdefg"], "parameters": params}
+            plain = (await c.post(route, json=body)).json()["translations"][0]
+            r = await c.post(route, json={**body, "stream": True})
+            assert r.headers["content-type"].startswith("text/event-stream")
+            events = _events(r.text)
+            pieces = [d["text"] for name, d in events if name is None]
+            assert events[-1] == ("done", {"text": plain}) and "".join(pieces) == plain
+            # greedy decides a token a step: the text comes as it is decided, not at the end
+            assert len(pieces) > 1 or params
+            r = await c.post("/v1/models/lm/generate", json={"text": ["to be"], "stream": True})
+            events = _events(r.text)
+            pieces = "".join(d["text"] for name, d in events if name is None)
+            want = (await c.post("/v1/models/lm/generate", json={"text": ["to be"]})).json()
+            assert events[-1] == ("done", {"text": want["texts"][0]})
+            assert want["texts"][0].endswith(pieces) and pieces
+            r = await c.post(route, json={"text": ["ab", "cd"], "stream": True})
+            assert r.status_code == 400 and r.json()["field"] == "text"
+
+    asyncio.run(main())

@@ -25,6 +25,7 @@ coordinator runs its steps on the others).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -157,15 +158,37 @@ def lost(error: BaseException) -> DeviceError | None:
         return None
     found = _PS_TASK.search(str(error))
     unreachable = isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError))
-    if found is None or not (unreachable or "PS" in type(error).__name__):
+    task = found.group(1) if found is not None else None
+    if task is None and unreachable:  # a dropped connection that names no task: which is gone?
+        task = _silent_server()
+    if task is None or not (unreachable or "PS" in type(error).__name__):
         return None
     return DeviceError(
-        f"parameter server {found.group(1)} of the run was lost ({_reason(error)}); the "
+        f"parameter server {task} of the run was lost ({_reason(error)}); the "
         "variables it held are gone, so asynchronous training stops here",
         code="parameter-server-lost",
         hint="once the server is back, start the whole group again with --resume: it goes on "
         "from the last checkpoint",
     )
+
+
+def _silent_server(timeout_s: float = 1.0) -> str | None:
+    """The index of the first parameter server of `TF_CONFIG` that refuses a connection, or
+    None. Why: when a server dies while the chief is mid-call, TF may report only the broken
+    connection ("Connection reset by peer"), with no task name; a worker's failure never gets
+    here (the coordinator retries it), so the server that no longer answers is the one lost."""
+    try:
+        servers = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("ps", [])
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    for i, address in enumerate(servers):
+        host, _, port = str(address).rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                pass
+        except (OSError, ValueError):
+            return str(i)
+    return None
 
 
 def _reason(error: BaseException) -> str:

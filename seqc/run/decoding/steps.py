@@ -30,7 +30,7 @@ A program without a step (a CTC model, `StepSignature.encoder_only`) runs in one
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -197,10 +197,16 @@ class StepDecoder:
         src: Source | None = None,
         seed: int = 0,
         stop_at_eos: bool = True,
+        decided: Callable[[list[int]], None] | None = None,
     ) -> list[int]:
+        """The tokens after `prompt` (and for an encoder-decoder, from `src`). `decided`, if
+        given, hears the tokens as they become certain, in order, each once: greedy and
+        sampling decide one a step; beam search decides a token once every live and finished
+        hypothesis agrees on it (their common prefix), and the rest of the best at the end.
+        Why: a server streams them to its client as they are decided (`seqc serve`)."""
         max_len = strategy.max_length
         if isinstance(strategy, Beam):
-            return self._beam(strategy, prompt, src, max_len)
+            return self._beam(strategy, prompt, src, max_len, decided)
         rng = np.random.default_rng(seed or seed_of(strategy))
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
@@ -217,6 +223,8 @@ class StepDecoder:
             if tok == self.eos and stop_at_eos:
                 break
             out.append(tok)
+            if decided is not None:
+                decided([tok])
             if i + 1 < max_len:
                 pos = len(start) + i
                 caches = self.grown(caches, pos, length)
@@ -232,7 +240,12 @@ class StepDecoder:
         return decode_all(self, strategy, sources, batch or getattr(self.fns, "batch_sources", 1))
 
     def _beam(
-        self, strategy: Beam, prompt: list[int], src: Source | None, max_len: int
+        self,
+        strategy: Beam,
+        prompt: list[int],
+        src: Source | None,
+        max_len: int,
+        decided: Callable[[list[int]], None] | None = None,
     ) -> list[int]:
         width, alpha = strategy.width, strategy.length_penalty
         start = [self.bos, *prompt]
@@ -241,9 +254,15 @@ class StepDecoder:
         logp, caches = self._prefill(start, width, length, memory)
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
+        told = 0
         for step in range(max_len):
             chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
             beams = chosen.beams
+            if decided is not None:
+                agreed = common_prefix([h.tokens for h in (*beams, *finished)])
+                if len(agreed) > told:
+                    decided(agreed[told:])
+                    told = len(agreed)
             if chosen.done or step + 1 == max_len:
                 break
             pad = width - len(chosen.parents)
@@ -251,7 +270,22 @@ class StepDecoder:
             feed = np.asarray(chosen.tokens + [self.pad] * pad)
             caches = self.grown(caches, len(start) + step, length)
             logp, caches = self.step(feed, len(start) + step, memory, caches)
-        return best(finished, beams, alpha)
+        out = best(finished, beams, alpha)
+        if decided is not None and len(out) > told:
+            decided(out[told:])
+        return out
+
+
+def common_prefix(sequences: list[list[int]]) -> list[int]:
+    """The tokens every sequence starts with (none for no sequences)."""
+    if not sequences:
+        return []
+    first = sequences[0]
+    n = min(len(q) for q in sequences)
+    for i in range(n):
+        if any(q[i] != first[i] for q in sequences):
+            return first[:i]
+    return first[:n]
 
 
 DEFAULT_BATCH = 16

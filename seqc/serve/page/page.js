@@ -70,12 +70,18 @@ async function run() {
     form.append("file", file, "audio.wav");
     form.append("parameters", JSON.stringify(parameters()));
     r = await fetch(`/v1/models/${encodeURIComponent(m.name)}/transcribe`, { method: "POST", body: form, headers: headers() });
-  } else {
-    const lines = $("text").value.split("\n").filter((s) => s.trim());
-    const body = { text: lines.length ? lines : [""] };
-    if (action !== "score") body.parameters = parameters();
+  } else if (action !== "score") {
+    // one sentence or prompt, streamed: the text shows as the server decides it
+    const body = { text: [$("text").value.trim()], parameters: parameters(), stream: true };
     r = await fetch(`/v1/models/${encodeURIComponent(m.name)}/${action}`, {
       method: "POST", body: JSON.stringify(body), headers: headers({ "Content-Type": "application/json" }),
+    });
+    if (r.ok) { await streamed(r, started); return; }
+  } else {
+    const lines = $("text").value.split("\n").filter((s) => s.trim());
+    r = await fetch(`/v1/models/${encodeURIComponent(m.name)}/score`, {
+      method: "POST", body: JSON.stringify({ text: lines.length ? lines : [""] }),
+      headers: headers({ "Content-Type": "application/json" }),
     });
   }
   const ms = performance.now() - started;
@@ -87,6 +93,31 @@ async function run() {
     show(out.join("\n"), false);
   }
   $("latency").textContent = `${ms.toFixed(0)} ms`;
+}
+
+// Server-sent events: `data: {"text": piece}` while decoding, `event: done` with the answer.
+async function streamed(r, started) {
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", shown = "";
+  show("", false);
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let at;
+    while ((at = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, at);
+      buffer = buffer.slice(at + 2);
+      const name = (block.match(/^event: (.*)$/m) || [])[1];
+      const data = JSON.parse((block.match(/^data: (.*)$/m) || [])[1] || "{}");
+      if (name === "done") shown = data.text;
+      else if (name === "error") { show(data.error, true); return; }
+      else shown += data.text;
+      show(shown, false);
+      $("latency").textContent = `${(performance.now() - started).toFixed(0)} ms`;
+    }
+  }
 }
 
 // Recording: the microphone's audio, resampled to the model's rate, mono, 16-bit PCM WAV.
