@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import wave
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from typer.testing import CliRunner
+from wavs import VOICES_MISSING, needs_voices
 
 from seqc.cli.data import APP as data_app
 from seqc.data.audio import read_wav
@@ -23,11 +23,6 @@ from seqc.data.pipeline import InputPipeline
 from seqc.data.prepare import describe, prepare
 
 TINY = {"train": 12, "dev": 4, "test": 4}
-MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
-needs_tools = pytest.mark.skipif(
-    bool(MISSING),
-    reason=f"{', '.join(MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
-)
 
 
 def manifest_lines(folder: Path, split: str) -> list[dict[str, Any]]:
@@ -38,8 +33,8 @@ def manifest_lines(folder: Path, split: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny corpus through `prepare`, as `seqc data prepare spoken-numbers` makes it."""
-    if MISSING:
-        pytest.skip(f"{', '.join(MISSING)} not installed")
+    if VOICES_MISSING:
+        pytest.skip(f"{', '.join(VOICES_MISSING)} not installed")
     root = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(spoken_numbers, "SIZES", TINY)
@@ -71,7 +66,7 @@ def test_held_out_numbers_never_reach_training() -> None:
     assert all(small[s] == planned[s][: TINY[s]] for s in TINY)
 
 
-@needs_tools
+@needs_voices
 def test_manifests_describe_their_wavs(corpus: Path) -> None:
     meta = json.loads((corpus / "manifest.json").read_text())
     assert meta["corpus"] == "spoken-numbers" and meta["sample_rate"] == 16000
@@ -96,7 +91,7 @@ def test_manifests_describe_their_wavs(corpus: Path) -> None:
     assert "flite:slt" not in heard
 
 
-@needs_tools
+@needs_voices
 def test_two_builds_are_the_same_bytes(corpus: Path, tmp_path: Path) -> None:
     meta = spoken_numbers.build(tmp_path, sizes=TINY, workers=1)  # another worker count too
     for split in TINY:
@@ -107,7 +102,7 @@ def test_two_builds_are_the_same_bytes(corpus: Path, tmp_path: Path) -> None:
         assert meta["splits"][split]["sha256"] == hashlib.sha256(data).hexdigest()
 
 
-@needs_tools
+@needs_voices
 def test_a_speech_input_reads_the_corpus(corpus: Path) -> None:
     config = {
         "train": make_call("reader", "audio_manifest", str(corpus / "train.jsonl")),

@@ -13,11 +13,11 @@ does. A wav that is missing or at another rate is the audio reader's error, not 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+from wavs import needs_voices
 
 from seqc.backends.tflite.flatbuffer import float_compute, ops
 from seqc.cli import app
@@ -27,11 +27,7 @@ from seqc.data.corpora import spoken_numbers
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "asr" / "spoken_numbers.seq"
 TINY = {"train": 12, "dev": 4, "test": 4}
-MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING),
-    reason=f"{', '.join(MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
-)
+pytestmark = needs_voices
 runner = CliRunner()
 
 

@@ -5,12 +5,12 @@ utt.wav` transcribes it; audio at another rate is refused with the command that 
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 import httpx
 import pytest
 from typer.testing import CliRunner
+from wavs import needs_voices
 
 from seqc.cli import app as cli
 from seqc.data.audio import read_wav
@@ -22,11 +22,7 @@ from seqc.serve.server import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "asr" / "spoken_numbers.seq"
-MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
-pytestmark = pytest.mark.skipif(
-    bool(MISSING),
-    reason=f"{', '.join(MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
-)
+pytestmark = needs_voices
 runner = CliRunner()
 
 

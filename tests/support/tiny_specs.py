@@ -119,3 +119,56 @@ def translate_pairs(folder: Path) -> None:
             src = [rng.choice(words) for _ in range(rng.randint(2, 5))]
             rows.append(" ".join(src) + "\t" + " ".join(reversed(src)))
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+MT_SPEC = """seqc 1
+import "{common}"
+input pairs {{
+  train = tsv("train.tsv", source = 0, target = 1)
+  dev = tsv("dev.tsv", source = 0, target = 1)
+  tokenizer = chars()
+  buckets = {{16: 16}}
+}}
+model MT(vocab: int, d: int = 32, heads: int = 2) {{
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  encoder = repeat(1) EncoderBlock(d, heads, dropout = 0.0)
+  enc_norm = LayerNorm(d)
+  decoder = repeat(1) DecoderBlock(d, heads, dropout = 0.0)
+  dec_norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (src: int32[B, S], src_mask: bool[B, S], tgt: int32[B, T]) -> float32[B, T, vocab] {{
+    memory = enc_norm(encoder(pos(embed(src)), mask = src_mask))
+    return out(dec_norm(decoder(pos(embed(tgt)), memory, memory_mask = src_mask)))
+  }}
+}}
+task translate {{
+  input = pairs
+  model = MT(vocab = input.vocab_size)
+  decode = greedy(max_length = 12)
+  metrics = [bleu]
+}}
+experiment mt {{
+  tasks = [translate]
+  train {{
+    optimizer = adam(lr = 3e-3)
+    steps = 60
+    log_every = 20
+    eval_every = 0
+    checkpoint_every = 0
+  }}
+}}
+"""
+"""A character-level encoder-decoder that learns to reverse a word (`mt_pairs`): the exporters'
+and the server's translator."""
+
+
+def mt_pairs(folder: Path) -> None:
+    """`train.tsv` (400 words and their reversals) and `dev.tsv` (24): `MT_SPEC`'s input."""
+    rng = random.Random(0)
+    for split, n in (("train", 400), ("dev", 24)):
+        rows = []
+        for _ in range(n):
+            word = "".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6)))
+            rows.append(f"{word}\t{word[::-1]}")
+        (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")

@@ -1,16 +1,31 @@
 """Generated speech: wavs of tones and the JSON-lines manifests that name them.
 
 `test_data_audio.py` reads them through the input pipeline; `test_speech_inputs.py` trains on them.
+`needs_voices` skips a test that builds the spoken-numbers corpus where its synthesisers are
+missing.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from seqc.data.audio import write_wav
+from seqc.data.corpora import spoken_numbers
+
+VOICES_MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is None]
+"""The speech corpus's synthesisers and resampler that this machine lacks."""
+
+needs_voices = pytest.mark.skipif(
+    bool(VOICES_MISSING),
+    reason=f"{', '.join(VOICES_MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
+)
+"""For the tests that build a spoken-numbers corpus: skipped, with the install line, without the
+voices."""
 
 RATE = 16_000
 WORDS = ["one", "two", "three", "four", "five", "hundred", "and", "thousand"]
