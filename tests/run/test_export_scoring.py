@@ -131,3 +131,53 @@ def test_refusals_are_located(tmp_path: Path, nce_run: tuple[list[str], Path]) -
     args = ["export", *nce_base, "--run-dir", str(folder / "run"), "--out", str(out)]
     result = runner.invoke(app, [*args, "--format", "savedmodel", "--no-normalize"])
     assert result.exit_code == 2 and "bad-normalize" in result.output
+
+
+def test_seqc_serve_scores_text_with_the_raw_scores(
+    tmp_path: Path, nce_run: tuple[list[str], Path]
+) -> None:
+    """A scoring artifact behind `seqc serve` only scores: a text's score is the sum of the
+    raw scores of its tokens after BOS and of its EOS, as the trained model gives them."""
+    import asyncio
+
+    import httpx
+
+    from seqc.serve.app import build_app
+    from seqc.serve.models import load_model
+    from seqc.serve.server import Server
+
+    base, folder = nce_run
+    out = tmp_path / "out"
+    args = ["export", *base, "--run-dir", str(folder / "run"), "--out", str(out)]
+    result = runner.invoke(app, [*args, "--format", "onnx", "--no-normalize"])
+    assert result.exit_code == 0, result.output
+    served = load_model(out / "onnx-none-score", "lm")
+    assert served.actions == ("score",)
+    session = open_session(Path(base[0]), "tiny", cache_dir=Path(base[-1]))
+    model = registry.backend("jax").model(session.compiled, session.train_config)
+    params = match_params(session.graph, read_weights(folder / "run"))
+    tok = session.pipeline.tokenizer
+    texts = ["the cat", "a dog sat"]
+    want = []
+    for text in texts:
+        ids = [*tok.encode(text), tok.eos_id]
+        batch = {"inputs": np.asarray([[tok.bos_id, *ids[:-1]]], np.int32)}
+        z = np.asarray(model.logits(model.with_params(params)["params"], batch))[0]
+        want.append(float(sum(z[i, t] for i, t in enumerate(ids))))
+
+    async def main() -> None:
+        server = Server({"lm": served})
+        transport = httpx.ASGITransport(app=build_app(server))
+        await server.start()
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
+                r = await c.post("/v1/models/lm/score", json={"text": texts})
+                assert r.json()["scores"] == pytest.approx(want, abs=1e-3), r.text
+                r = await c.post("/v1/models/lm/generate", json={"text": texts})
+                assert r.status_code == 400 and r.json()["code"] == "wrong-route"
+                meta = (await c.get("/v2/models/lm")).json()
+                assert meta["outputs"] == [{"name": "score", "datatype": "FP32", "shape": [-1]}]
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
