@@ -8,9 +8,10 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-fast lint bench setup clean debs
 
 # Debian packages the bundled corpora read: the Bible's SWORD modules, exported by diatheke, and
-# the speech corpus's voices (espeak-ng, flite) and resampler (sox). Installed with setup when
+# the speech corpus's voices (espeak-ng, flite) and resampler (sox); and the headless browser the
+# test of `seqc serve`'s page drives (chromium, chromium-driver). Installed with setup when
 # missing and running as root; otherwise setup says what to install.
-DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox
+DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox chromium chromium-driver
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,11 +25,12 @@ debs:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null \
-		|| echo "could not install$$missing; the Bible and speech corpora need them:" \
+		|| echo "could not install$$missing; the Bible and speech corpora and the page's test need them:" \
 			"apt-get install -y$$missing"; \
 	else \
 		echo "note: the Bible corpora (seqc data prepare bible-en-es | english-words) and the" \
-		"speech corpus (seqc data prepare spoken-numbers) need the Debian packages$$missing:" \
+		"speech corpus (seqc data prepare spoken-numbers) and the test of seqc serve's page" \
+		"need the Debian packages$$missing:" \
 		"sudo apt-get install -y$$missing"; \
 	fi
 
