@@ -8,12 +8,10 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
-from served_artifacts import Served, served
+from served_artifacts import Served, free_port, wait_ready
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 try:
@@ -31,21 +29,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def arts(session_folder: Path, lm_runs) -> Served:
-    return served(session_folder / "served", lm_runs)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_page_translates_a_sentence_with_the_servers_answer(arts: Served) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     args = [sys.executable, "-m", "seqc.cli", "serve", str(arts.artifact("mt")), "--name", "mt"]
     proc = subprocess.Popen(
@@ -53,16 +38,7 @@ def test_the_page_translates_a_sentence_with_the_servers_answer(arts: Served) ->
     )
     driver = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read()
-            try:
-                if httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "seqc serve did not become ready"
-            time.sleep(0.2)
+        wait_ready(proc, url)
         want = httpx.post(f"{url}/v1/models/mt/translate", json={"text": ["abcdef"]}).json()
 
         options = webdriver.ChromeOptions()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,35 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import pytest
-from served_artifacts import Served, served
+from served_artifacts import Served, free_port, wait_ready
 
 SEQC = [sys.executable, "-m", "seqc.cli"]
-
-
-@pytest.fixture(scope="module")
-def arts(session_folder: Path, lm_runs) -> Served:
-    return served(session_folder / "served", lm_runs)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_ready(proc: subprocess.Popen, url: str, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"seqc serve exited {proc.returncode}: {proc.stderr.read()}")
-        try:
-            if httpx.get(f"{url}/v2/health/ready", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError("seqc serve did not become ready")
 
 
 def _metric(url: str, prefix: str) -> float:
@@ -60,7 +33,7 @@ def _wait_in_flight(url: str, model: str, limit: float = 30.0) -> None:
 
 
 def test_the_server_batches_concurrent_requests_and_drains_on_sigterm(arts: Served) -> None:
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     args = [*SEQC, "serve", str(arts.artifact("mt")), str(arts.artifact("lm")), "--name", "mt"]
     args += ["--name", "lm", "--port", str(port), "--max-delay-ms", "400"]
@@ -68,7 +41,7 @@ def test_the_server_batches_concurrent_requests_and_drains_on_sigterm(arts: Serv
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
     )
     try:
-        _wait_ready(proc, url)
+        wait_ready(proc, url)
         sentences = [f"{'abcdefgh'[i % 8]}{'hgfedcba'[i % 7]}" for i in range(16)]
 
         def translate(s: str) -> list[str]:
@@ -95,7 +68,7 @@ def test_the_server_batches_concurrent_requests_and_drains_on_sigterm(arts: Serv
 
 def test_a_missing_artifact_is_a_located_error_before_serving(tmp_path: Path) -> None:
     result = subprocess.run(
-        [*SEQC, "serve", str(tmp_path / "nothing"), "--port", str(_free_port())],
+        [*SEQC, "serve", str(tmp_path / "nothing"), "--port", str(free_port())],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from served_artifacts import Served, served
+from served_artifacts import Served
 from typer.testing import CliRunner
 
 from seqc.cli import app as cli
@@ -24,11 +24,6 @@ from seqc.serve.models import ServedModel, load_model
 from seqc.serve.server import Server
 
 SOURCES = ["abcd", "hgf", "bad", "cafe", "", "gg"]
-
-
-@pytest.fixture(scope="module")
-def arts(session_folder: Path, lm_runs) -> Served:
-    return served(session_folder / "served", lm_runs)
 
 
 @pytest.fixture(scope="module")

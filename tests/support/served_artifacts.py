@@ -1,12 +1,16 @@
 """Exported artifacts for the server's tests, made once per test session (`once`).
 
-A translator (the toy reverser of `tests/run/test_export.py`'s `MT_SPEC`, trained 60 steps on
-JAX) exported to ONNX and TFLite, and the session's tiny LM exported to ONNX: what `seqc serve`
-loads. Each is made by the first test that asks, under a lock every xdist worker sees.
+A translator (the toy reverser of `tiny_specs.MT_SPEC`, trained 60 steps on JAX) exported to
+ONNX and TFLite, and the session's tiny LM exported to ONNX: what `seqc serve` loads. Each is
+made by the first test that asks, under a lock every xdist worker sees. `free_port` and
+`wait_ready` are for the tests that start a real `seqc serve` process.
 """
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,3 +72,28 @@ def served(root: Path, lm_runs: LmRuns) -> Served:
         [str(lm / "lm.seq"), "-e", "tiny", "--cache-dir", str(lm / "cache")],
         lm / "run",
     )
+
+
+def free_port() -> int:
+    """A localhost port nothing listens on now, for a `seqc serve` a test starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_ready(proc: subprocess.Popen, url: str, limit: float = 60.0) -> None:
+    """Until the server at `url` says it is ready; an AssertionError with its stderr if it
+    exits first, or if `limit` seconds pass."""
+    import httpx
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"seqc serve exited {proc.returncode}: {proc.stderr.read()}")
+        try:
+            if httpx.get(f"{url}/v2/health/ready", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("seqc serve did not become ready")
