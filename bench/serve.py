@@ -107,7 +107,9 @@ class Served:
             self.proc.wait()
 
 
-async def load(url: str, texts: list[str], concurrency: int) -> tuple[float, list[float]]:
+async def load(
+    url: str, texts: list[str], concurrency: int, params: dict[str, int]
+) -> tuple[float, list[float]]:
     """Requests per second and each request's latency (ms): `concurrency` workers, one
     sentence a request, every sentence once."""
     queue: asyncio.Queue[str] = asyncio.Queue()
@@ -122,7 +124,9 @@ async def load(url: str, texts: list[str], concurrency: int) -> tuple[float, lis
             while not queue.empty():
                 text = queue.get_nowait()
                 t = time.perf_counter()
-                r = await client.post("/v1/models/m/translate", json={"text": [text]})
+                r = await client.post(
+                    "/v1/models/m/translate", json={"text": [text], "parameters": params}
+                )
                 r.raise_for_status()
                 latencies.append(1000 * (time.perf_counter() - t))
 
@@ -132,12 +136,16 @@ async def load(url: str, texts: list[str], concurrency: int) -> tuple[float, lis
     return len(texts) / elapsed, latencies
 
 
-def decode_loop_rps(artifact: Path, texts: list[str]) -> float:
-    """The sequential loop `seqc decode --artifact` runs: one sentence after another."""
+def decode_loop_rps(artifact: Path, texts: list[str], beam: int | None) -> float:
+    """The sequential loop `seqc decode --artifact` runs: one sentence after another (with the
+    requests' beam where --beam gives one)."""
     from seqc.run.decoding.text_decoder import from_artifact, hypothesis
     from seqc.run.export.artifact import load_artifact
+    from seqc.serve.params import strategy_for
 
     gen = from_artifact(load_artifact(artifact))
+    if beam is not None:
+        gen.strategy = strategy_for(gen.strategy, {"beam": beam}, gen.strategy.max_length)
     hypothesis(gen, texts[0])  # warm up, as the server does
     started = time.perf_counter()
     for t in texts:
@@ -150,11 +158,16 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def bench(artifact: Path, n: int, suffix: str, delay_ms: float) -> list[str]:
+def bench(
+    artifact: Path, n: int, suffix: str, delay_ms: float, batch: int | None, beam: int | None
+) -> list[str]:
     texts = sentences(n)
     rows, out = [], []
     results: dict[tuple[str, int], tuple[float, list[float]]] = {}
-    batched = ("--max-delay-ms", str(delay_ms))
+    params = {} if beam is None else {"beam": beam}
+    batched: tuple[str, ...] = ("--max-delay-ms", str(delay_ms))
+    if batch is not None:
+        batched += ("--max-batch-size", str(batch))
     for mode, flags in (("batched", batched), ("unbatched", ("--max-batch-size", "1"))):
         with Served(artifact, *flags) as s:
             if mode == "batched":
@@ -163,8 +176,8 @@ def bench(artifact: Path, n: int, suffix: str, delay_ms: float) -> list[str]:
                 if mode == "unbatched" and c not in (1, 32):
                     continue
                 count = len(texts) if c > 1 else max(16, len(texts) // 4)
-                results[(mode, c)] = asyncio.run(load(s.url, texts[:count], c))
-    loop = decode_loop_rps(artifact, texts[: max(16, len(texts) // 4)])
+                results[(mode, c)] = asyncio.run(load(s.url, texts[:count], c, params))
+    loop = decode_loop_rps(artifact, texts[: max(16, len(texts) // 4)], beam)
     for (mode, c), (rps, lat) in sorted(results.items()):
         p50, p99 = statistics.median(lat), pct(lat, 0.99)
         rows.append(f"  {mode:9s} c={c:<3d} {rps:7.2f} req/s  p50 {p50:8.1f} ms  p99 {p99:8.1f} ms")
@@ -190,13 +203,19 @@ def main() -> None:
     ap.add_argument("--artifact", type=Path, action="append", help="a translator's export")
     ap.add_argument("--sentences", type=int, default=128)
     ap.add_argument("--max-delay-ms", type=float, default=5.0, help="the batched server's")
+    ap.add_argument("--max-batch-size", type=int, help="the batched server's (default its own)")
+    ap.add_argument(
+        "--beam", type=int, help="every request's beam (1: greedy; default: the model's)"
+    )
     args = ap.parse_args()
     os.chdir(ROOT)
     artifacts = args.artifact or smoke_artifacts()
     lines = []
     for i, artifact in enumerate(artifacts):
         suffix = "" if i == 0 else f"_{artifact.name}"
-        lines += bench(artifact, args.sentences, suffix, args.max_delay_ms)
+        lines += bench(
+            artifact, args.sentences, suffix, args.max_delay_ms, args.max_batch_size, args.beam
+        )
     print("\n".join(lines))
 
 
