@@ -31,9 +31,10 @@ from seqc.serve.bodies import json_body
 from seqc.serve.config import ServeConfig
 from seqc.serve.errors import ServeError, bad
 from seqc.serve.models import AudioJob, ServedModel, TextJob, error_id
-from seqc.serve.params import check_known, strategy_for
+from seqc.serve.params import check_known, nbest_for, strategy_for
 from seqc.serve.protocol import (
     audio_input,
+    ranked_tensors,
     request_body,
     score_tensor,
     text_input,
@@ -220,11 +221,13 @@ async def _infer(request: Request, server: Server) -> Response:
     else:
         items = text_input(tensors, cfg.max_items, cfg.max_text_chars)
         strategy = _strategy(model, params, cfg)
-        jobs = [TextJob(t, strategy) for t in items]
+        n = nbest_for(strategy, params)
+        jobs = [TextJob(t, strategy, n) for t in items]
         answer = await server.run(model, action, jobs, _disconnected(request))
-        outputs = [text_tensor("text", answer)]
+        # n > 1: [N, nbest] texts and their log-probabilities, best first
+        outputs = ranked_tensors(answer) if n > 1 else [text_tensor("text", answer)]
         wanted = {o.get("name") for o in body.get("outputs") or [] if isinstance(o, dict)}
-        if "score" in wanted and "score" in model.actions:
+        if "score" in wanted and "score" in model.actions and n == 1:
             scores = await server.run(model, "score", items, _disconnected(request))
             outputs.append(score_tensor(scores))
     out: dict[str, Any] = {"model_name": model.name, "model_version": VERSION, "outputs": outputs}
@@ -234,6 +237,8 @@ async def _infer(request: Request, server: Server) -> Response:
 
 
 def _strategy(model: ServedModel, params: Any, cfg: ServeConfig) -> Any:
+    if model.main_action == "transcribe" and params.get("nbest", 1) != 1:
+        raise bad("a speech model gives one transcript: leave out `nbest`", "parameters.nbest")
     base = model.strategy
     if base is None:  # a speech model whose task names no decode: its transcriber's own
         check_known(params)
@@ -284,6 +289,10 @@ def _task(action: str) -> Handler:
         if stream:
             if action not in ("translate", "generate"):
                 raise bad(f"{action} does not stream", "stream")
+            if params.get("nbest", 1) != 1:
+                raise bad(
+                    "a streamed request has one answer: leave out `nbest`", "parameters.nbest"
+                )
             if len(items) != 1:
                 raise bad("a streamed request holds one sentence", "text", "too-many")
             job = TextJob(items[0], _strategy(model, params, cfg))
@@ -293,9 +302,17 @@ def _task(action: str) -> Handler:
             scores = await server.run(model, "score", items, _disconnected(request))
             return JSONResponse({"scores": score_tensor(scores)["data"]})
         strategy = _strategy(model, params, cfg)
-        jobs = [TextJob(t, strategy) for t in items]
+        n = nbest_for(strategy, params)
+        jobs = [TextJob(t, strategy, n) for t in items]
         answer = await server.run(model, action, jobs, _disconnected(request))  # type: ignore[arg-type]
         key = "translations" if action == "translate" else "texts"
+        if n > 1:  # each item's n best, best first, and their log-probabilities
+            return JSONResponse(
+                {
+                    key: [r.texts for r in answer],
+                    "scores": [score_tensor(r.scores)["data"] for r in answer],
+                }
+            )
         return JSONResponse({key: answer})
 
     return handle

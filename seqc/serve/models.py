@@ -43,6 +43,17 @@ class TextJob:
 
     text: str
     strategy: DecodeConfig
+    nbest: int = 1
+    """More than 1: the answer is the n best hypotheses of beam search (`Ranked`)."""
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A job's n best outputs, best first, with each one's log-probability (the sum over its
+    tokens and the end of the sequence, before the length penalty that ranked them)."""
+
+    texts: list[str]
+    scores: list[float | None]
 
 
 @dataclass(frozen=True)
@@ -89,13 +100,19 @@ class ServedModel:
         return int((self.manifest.get("audio") or {}).get("sample_rate", 16000))
 
     # ------------------------------------------------------------------ running
-    def translate(self, jobs: Sequence[TextJob]) -> list[str]:
+    def translate(self, jobs: Sequence[TextJob]) -> list[str | Ranked]:
         """Each sentence's translation, the batch's sentences with one strategy decoded
-        together; an empty sentence's is empty, as `seqc decode` gives it."""
+        together; an empty sentence's is empty, as `seqc decode` gives it. A job that asks
+        for its n best is decoded on its own (`Ranked`)."""
         gen = self._gen()
         tok = gen.tokenizer
-        out = [""] * len(jobs)
-        for strategy, idx in _groups(jobs):
+        out: list[str | Ranked] = [""] * len(jobs)
+        for i, job in enumerate(jobs):
+            if job.nbest > 1:
+                src = [*tok.encode(job.text), tok.eos_id] if job.text.strip() else None
+                out[i] = self._ranked(job, [], src, gen.target_tokenizer, [])
+        single = [job if job.nbest == 1 else None for job in jobs]
+        for strategy, idx in _groups(single):
             full = [i for i in idx if jobs[i].text.strip()]
             sources = [[*tok.encode(jobs[i].text), tok.eos_id] for i in full]
             if not sources:
@@ -107,15 +124,18 @@ class ServedModel:
                 out[i] = one_line(str(gen.target_tokenizer.decode(t)))
         return out
 
-    def generate(self, jobs: Sequence[TextJob]) -> list[str]:
+    def generate(self, jobs: Sequence[TextJob]) -> list[str | Ranked]:
         """Each prompt completed to the end of its line, as `seqc decode` prints it: a
         language model's prompts decode one after another (their lengths differ)."""
         gen = self._gen()
         tok = gen.tokenizer
         assert gen.decoder is not None
-        out = []
+        out: list[str | Ranked] = []
         for job in jobs:
             start = tok.encode(job.text)
+            if job.nbest > 1:
+                out.append(self._ranked(job, start, None, tok, start))
+                continue
             with self._guard():
                 ids = [*start, *gen.decoder.generate(job.strategy, start)]
             out.append(one_line(tok.decode(ids)))
@@ -196,6 +216,21 @@ class ServedModel:
             return one_line(str(out_tok.decode(got)))
         return one_line(str(out_tok.decode([*prefix, *got])))
 
+    def _ranked(
+        self, job: TextJob, prompt: list[int], src: list[int] | None, out_tok: Any, shown: list[int]
+    ) -> Ranked:
+        """The n best of one source or prompt, each decoded after `shown` (a prompt's tokens)."""
+        gen = self._gen()
+        if src is None and gen.task == "seq2seq":  # an empty sentence: empty answers
+            return Ranked([""] * job.nbest, [None] * job.nbest)
+        nbest = getattr(gen.decoder, "nbest", None)
+        if nbest is None:
+            raise bad(f"model `{self.name}` cannot give n-best lists", "parameters.nbest")
+        with self._guard():
+            hyps = nbest(job.strategy, prompt, src, job.nbest)
+        texts = [one_line(str(out_tok.decode([*shown, *h.tokens]))) for h in hyps]
+        return Ranked(texts, [h.logprob if math.isfinite(h.logprob) else None for h in hyps])
+
     def _guard(self) -> AbstractContextManager[Any]:
         """The model's lock where its runtime is not safe to call from two threads at once
         (LiteRT's interpreter, TF); onnxruntime's sessions are."""
@@ -254,11 +289,13 @@ class ServedModel:
         return [text], outputs
 
 
-def _groups(jobs: Sequence[TextJob]) -> list[tuple[DecodeConfig, list[int]]]:
-    """The jobs' indices by strategy, in first-seen order: one strategy decodes together."""
+def _groups(jobs: Sequence[TextJob | None]) -> list[tuple[DecodeConfig, list[int]]]:
+    """The jobs' indices by strategy, in first-seen order: one strategy decodes together
+    (None: a job decoded elsewhere)."""
     groups: dict[DecodeConfig, list[int]] = {}
     for i, job in enumerate(jobs):
-        groups.setdefault(job.strategy, []).append(i)
+        if job is not None:
+            groups.setdefault(job.strategy, []).append(i)
     return list(groups.items())
 
 

@@ -13,6 +13,8 @@ its artifact's strategy (the task's `decode`, recorded in the manifest), as `seq
     top_p         float (0, 1]  sampling from the likeliest mass p
     seed          int           sampling's seed (the same seed, the same text)
     max_length    int >= 1      tokens at most (capped by --max-decode-length)
+    nbest         int >= 1      the n best hypotheses of beam search (n <= beam), best first,
+                                each with its log-probability
 """
 
 from __future__ import annotations
@@ -26,7 +28,16 @@ from seqc.compiler.config import Beam, DecodeConfig, Greedy, Sample
 from seqc.data.calls import make_call
 from seqc.serve.errors import bad
 
-DECODE_OPTIONS = ("beam", "length_penalty", "temperature", "top_k", "top_p", "seed", "max_length")
+DECODE_OPTIONS = (
+    "beam",
+    "length_penalty",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "max_length",
+    "nbest",
+)
 """The decode options a request may give."""
 
 SERVER_OPTIONS = ("sample_rate",)
@@ -110,3 +121,18 @@ def strategy_for(
     strategy = DecodeConfig.of(make_call("decode", kind, **args))
     assert isinstance(strategy, Greedy | Beam | Sample), strategy
     return strategy
+
+
+def nbest_for(strategy: DecodeConfig | None, params: Mapping[str, Any]) -> int:
+    """How many hypotheses a request asks for (1 unless `nbest`): only beam search has more
+    than one, and at most its width."""
+    n = _int(params, "nbest", 1, MAX_BEAM)
+    if n is None or n == 1:
+        return 1
+    if not isinstance(strategy, Beam):
+        raise bad(
+            f"`nbest` ({n}) needs beam search: give `beam` of at least {n}", "parameters.nbest"
+        )
+    if n > strategy.width:
+        raise bad(f"`nbest` ({n}) must be at most the beam ({strategy.width})", "parameters.nbest")
+    return n

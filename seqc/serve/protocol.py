@@ -161,3 +161,15 @@ def text_tensor(name: str, values: list[str]) -> dict[str, Any]:
 def score_tensor(values: list[float | None]) -> dict[str, Any]:
     data = [json_number(v) for v in values]
     return {"name": "score", "datatype": "FP32", "shape": [len(data)], "data": data}
+
+
+def ranked_tensors(answers: list[Any]) -> list[dict[str, Any]]:
+    """n-best answers (`Ranked`, n each) as `text` BYTES [N, n] and `score` FP32 [N, n], in
+    row-major order as the protocol lays out a tensor's data."""
+    n = len(answers[0].texts) if answers else 0
+    texts = [t for a in answers for t in a.texts]
+    scores = [json_number(v) for a in answers for v in a.scores]
+    return [
+        {"name": "text", "datatype": "BYTES", "shape": [len(answers), n], "data": texts},
+        {"name": "score", "datatype": "FP32", "shape": [len(answers), n], "data": scores},
+    ]

@@ -122,6 +122,49 @@ def test_beam_search_in_a_batch_is_beam_search_alone(models) -> None:
     asyncio.run(main())
 
 
+def test_nbest_lists_are_beam_search_s_best_first_with_their_log_probabilities(models) -> None:
+    """`nbest`: each sentence's n best, the first the one-best answer; the scores are the
+    hypotheses' log-probabilities, in the order the length penalty ranked them."""
+    model = models["mt"]
+    from seqc.serve.params import strategy_for
+
+    beam = strategy_for(model.strategy, {"beam": 4}, 256)
+    tok = model.gen.tokenizer
+    src = [*tok.encode(SOURCES[0]), tok.eos_id]
+    hyps = model.gen.decoder.nbest(beam, [], src, 3)
+    assert hyps[0].tokens == model.gen.decoder.generate(beam, [], src)
+    alpha = beam.length_penalty
+    assert [h.score(alpha) for h in hyps] == sorted((h.score(alpha) for h in hyps), reverse=True)
+    want = [model.gen.target_tokenizer.decode(h.tokens) for h in hyps]
+
+    async def main() -> None:
+        async with serving(models) as (c, _):
+            params = {"beam": 4, "nbest": 3}
+            r = await c.post(
+                "/v1/models/mt/translate", json={"text": SOURCES[:2], "parameters": params}
+            )
+            body = r.json()
+            assert r.status_code == 200, body
+            assert body["translations"][0] == want
+            assert [len(x) for x in body["translations"]] == [3, 3]
+            assert body["scores"][0] == pytest.approx([h.logprob for h in hyps], rel=1e-6)
+            r = await c.post(
+                "/v2/models/mt/infer", json={**_infer(SOURCES[:2]), "parameters": params}
+            )
+            out = {o["name"]: o for o in r.json()["outputs"]}
+            assert out["text"]["shape"] == [2, 3] and out["score"]["shape"] == [2, 3]
+            assert out["text"]["data"][:3] == want
+            plain = await c.post(
+                "/v1/models/mt/translate", json={"text": SOURCES[:1], "parameters": {"beam": 4}}
+            )
+            assert plain.json()["translations"] == [want[0]]
+            lm = await c.post("/v1/models/lm/generate", json={"text": ["ab"], "parameters": params})
+            (texts,) = lm.json()["texts"]
+            assert len(texts) == 3 and all(t.startswith("ab") for t in texts)
+
+    asyncio.run(main())
+
+
 def test_a_language_model_continues_prompts_as_seqc_decode_does_and_scores_text(
     arts: Served, models
 ) -> None:
@@ -200,6 +243,12 @@ BAD_INFER = [
     (_tensor(name="words"), 400, "inputs"),
     (json.dumps({**_infer(["ab"]), "parameters": {"beams": 2}}).encode(), 400, "parameters.beams"),
     (_tensor(data=["a" * 3000]), 400, "inputs[0].data[0]"),
+    (json.dumps({**_infer(["ab"]), "parameters": {"nbest": 2}}).encode(), 400, "parameters.nbest"),
+    (
+        json.dumps({**_infer(["ab"]), "parameters": {"beam": 2, "nbest": 3}}).encode(),
+        400,
+        "parameters.nbest",
+    ),
     (b"[1, 2]", 400, "body"),
 ]
 

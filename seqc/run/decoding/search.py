@@ -96,6 +96,17 @@ def best(finished: list[Hypothesis], beams: list[Hypothesis], alpha: float) -> l
     return max(pool, key=lambda h: h.score(alpha)).tokens
 
 
+def ranked(
+    finished: list[Hypothesis], beams: list[Hypothesis], alpha: float, n: int
+) -> list[Hypothesis]:
+    """The `n` best hypotheses of a search, best first: the finished ones by score, then, where
+    fewer than `n` finished, the open ones by score. The first is `best`'s."""
+    done = sorted(finished, key=lambda h: -h.score(alpha))
+    if len(done) >= n:
+        return done[:n]
+    return [*done, *sorted(beams, key=lambda h: -h.score(alpha))][:n]
+
+
 class Decoder:
     """Decodes with any backend's model over its `logits` (a language model continues a
     prompt; an encoder-decoder translates a source)."""

@@ -45,6 +45,7 @@ from seqc.run.decoding.search import (
     beam_step,
     best,
     log_softmax64,
+    ranked,
     sample_token,
     seed_of,
 )
@@ -239,6 +240,17 @@ class StepDecoder:
         `batch_sources`, else one at a time), 1 decodes one at a time."""
         return decode_all(self, strategy, sources, batch or getattr(self.fns, "batch_sources", 1))
 
+    def nbest(
+        self, strategy: Beam, prompt: list[int], src: Source | None, n: int
+    ) -> list[Hypothesis]:
+        """The `n` best hypotheses of beam search (n <= its width), best first, each with its
+        log-probability: the first one's tokens are `generate`'s. Why: a server's `nbest`, and
+        rescoring with a language model."""
+        if n > strategy.width:
+            raise ValueError(f"{n} best of a beam of {strategy.width}")
+        finished, beams = self._search(strategy, prompt, src, strategy.max_length)
+        return ranked(finished, beams, strategy.length_penalty, n)
+
     def _beam(
         self,
         strategy: Beam,
@@ -247,6 +259,29 @@ class StepDecoder:
         max_len: int,
         decided: Callable[[list[int]], None] | None = None,
     ) -> list[int]:
+        told = [0]
+
+        def heard(beams: list[Hypothesis], finished: list[Hypothesis]) -> None:
+            agreed = common_prefix([h.tokens for h in (*beams, *finished)])
+            if decided is not None and len(agreed) > told[0]:
+                decided(agreed[told[0] :])
+                told[0] = len(agreed)
+
+        finished, beams = self._search(strategy, prompt, src, max_len, heard)
+        out = best(finished, beams, strategy.length_penalty)
+        if decided is not None and len(out) > told[0]:
+            decided(out[told[0] :])
+        return out
+
+    def _search(
+        self,
+        strategy: Beam,
+        prompt: list[int],
+        src: Source | None,
+        max_len: int,
+        each_step: Callable[[list[Hypothesis], list[Hypothesis]], None] | None = None,
+    ) -> tuple[list[Hypothesis], list[Hypothesis]]:
+        """Beam search of one source: its finished hypotheses and the open ones at the end."""
         width, alpha = strategy.width, strategy.length_penalty
         start = [self.bos, *prompt]
         length = buffer_length(len(start) + max_len)
@@ -254,15 +289,11 @@ class StepDecoder:
         logp, caches = self._prefill(start, width, length, memory)
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
-        told = 0
         for step in range(max_len):
             chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
             beams = chosen.beams
-            if decided is not None:
-                agreed = common_prefix([h.tokens for h in (*beams, *finished)])
-                if len(agreed) > told:
-                    decided(agreed[told:])
-                    told = len(agreed)
+            if each_step is not None:
+                each_step(beams, finished)
             if chosen.done or step + 1 == max_len:
                 break
             pad = width - len(chosen.parents)
@@ -270,10 +301,7 @@ class StepDecoder:
             feed = np.asarray(chosen.tokens + [self.pad] * pad)
             caches = self.grown(caches, len(start) + step, length)
             logp, caches = self.step(feed, len(start) + step, memory, caches)
-        out = best(finished, beams, alpha)
-        if decided is not None and len(out) > told:
-            decided(out[told:])
-        return out
+        return finished, beams
 
 
 def common_prefix(sequences: list[list[int]]) -> list[int]:
