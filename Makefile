@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # the speech corpus's voices (espeak-ng, flite) and resampler (sox); and the headless browser the
 # test of `seqc serve`'s page drives (chromium, chromium-driver). Installed with setup when
 # missing and running as root; otherwise setup says what to install.
-DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox chromium chromium-driver
+DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox chromium chromium-driver postgresql
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -47,6 +47,7 @@ LAZY_COMMANDS = {
     "calibrate": "seqc.cli.devices",
     "launch": "seqc.cli.launch",
     "serve": "seqc.cli.serve",
+    "sweep": "seqc.cli.sweep",
 }
 """The commands that run experiments, by the module that holds them (in its `COMMANDS`), in
 `--help` order."""

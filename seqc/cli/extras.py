@@ -31,6 +31,9 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "uvicorn": ("serve",),
     "prometheus_client": ("serve",),
     "python_multipart": ("serve",),
+    "optuna": ("sweep",),
+    "psycopg": ("sweep",),
+    "cmaes": ("sweep",),
 }
 """Top-level import name -> the extras that install it, the first being the one to suggest."""
 

@@ -47,6 +47,11 @@ def check_program(
             check_run(r)
             _check_shares(program, r)
             _check_sharding(program, r)
+        if experiment is None:
+            from seqc.resolve.sweep import resolve_sweep
+
+            for name in program.sweeps:
+                resolve_sweep(program, name)
         return resolved
 
 

@@ -20,7 +20,7 @@ from seqc.lsp.hover import kind_md, layer_md, param_md, user_param_md
 from seqc.resolve.program import Program
 from seqc.spec.kinds import REGISTRY, KindSpec
 
-TOP_KEYWORDS = ("import", "input", "layer", "model", "task", "experiment")
+TOP_KEYWORDS = ("import", "input", "layer", "model", "task", "experiment", "sweep")
 MAX_PATHS = 200
 
 

@@ -28,8 +28,8 @@ _TOKEN = re.compile(
 """The token shapes of `grammar.lark` (NAME, NUMBER, STRING, COMMENT), every other character
 an operator; an unterminated string runs to the end of its line, as one being typed does."""
 
-DECLS = ("input", "layer", "model", "task", "experiment")
-BODIES = ("input", "task", "experiment", "block")
+DECLS = ("input", "layer", "model", "task", "experiment", "sweep")
+BODIES = ("input", "task", "experiment", "sweep", "block")
 """Frames whose body holds `path = value` assignments and nested blocks."""
 STATEMENTS = ("top", *BODIES, "layer", "forward")
 """Frames whose items are statements, one per line."""
@@ -189,6 +189,8 @@ def _decl_frame(header: list[str]) -> Frame:
     if kw == "experiment":
         name = words[: words.index("extends")] if "extends" in words else words
         return Frame("experiment", ".".join(w for w in name if w.isidentifier()))
+    if kw == "sweep":
+        return Frame("sweep", ".".join(w for w in words if w.isidentifier()))
     kind = "layer" if kw in ("layer", "model") else kw
     return Frame(kind, words[0] if words else "")
 

@@ -73,6 +73,7 @@ _DECL_KINDS = {
     "layer": types.SymbolKind.Class,
     "task": types.SymbolKind.Function,
     "experiment": types.SymbolKind.Module,
+    "sweep": types.SymbolKind.Event,
 }
 
 

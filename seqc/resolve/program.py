@@ -63,6 +63,8 @@ class Program:
     layers: dict[str, ir.LayerDecl] = field(default_factory=dict)
     tasks: dict[str, ir.TaskDecl] = field(default_factory=dict)
     experiments: dict[str, ir.ExperimentDecl] = field(default_factory=dict)
+    sweeps: dict[str, ir.SweepDecl] = field(default_factory=dict)
+    """Hyperparameter sweeps by registry name (their own namespace: `-s`, not `-e`)."""
     layers_checked: bool = False
     instances: dict = field(default_factory=dict)
     """Layer instance trees already built, shared between experiments (see `instantiate`)."""
@@ -86,7 +88,13 @@ class Program:
         return found
 
 
-_KIND_WORDS = {"input": "input", "layer": "layer", "task": "task", "experiment": "experiment"}
+_KIND_WORDS = {
+    "input": "input",
+    "layer": "layer",
+    "task": "task",
+    "experiment": "experiment",
+    "sweep": "sweep",
+}
 
 
 MAX_IMPORT_DEPTH = 100
@@ -283,6 +291,7 @@ def _index(spec: ir.SpecFile, program: Program) -> None:
         "layer": program.layers,
         "task": program.tasks,
         "experiment": program.experiments,
+        "sweep": program.sweeps,
     }
     for decl in spec.decls:
         table = tables[decl.decl]

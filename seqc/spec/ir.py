@@ -297,7 +297,18 @@ class ExperimentDecl(Stmt):
     body: Body
 
 
-Decl = Annotated[InputDecl | LayerDecl | TaskDecl | ExperimentDecl, Field(discriminator="decl")]
+class SweepDecl(Stmt):
+    """`sweep NAME { experiment = ...  metric = ...  space { ... } ... }`: a hyperparameter
+    search over an experiment's values (`seqc.resolve.sweep`)."""
+
+    decl: Literal["sweep"] = "sweep"
+    name: str = Field(description="Dotted registry name, e.g. `lm.shakespeare.lr`.")
+    body: Body
+
+
+Decl = Annotated[
+    InputDecl | LayerDecl | TaskDecl | ExperimentDecl | SweepDecl, Field(discriminator="decl")
+]
 
 
 class Import(Stmt):

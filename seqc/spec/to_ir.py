@@ -219,6 +219,10 @@ class ToIR:
             body=body,
         )
 
+    def sweep_decl(self, children: list[Any]) -> ir.SweepDecl:
+        (name, _), body = children
+        return trusted(ir.SweepDecl, span=self._span(), name=name, body=body)
+
     def extends(self, children: list[Any]) -> tuple[str, ir.Span | None]:
         return children[0]
 

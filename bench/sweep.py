@@ -1,0 +1,161 @@
+"""`seqc sweep` measured: what ASHA pruning saves, what a second worker adds, and whether a sweep
+beats the hand-tuned quick Shakespeare LM.
+
+    python bench/sweep.py                 # about an hour and a half on 2 cores
+    python bench/sweep.py --trials 8 --steps 200   # a shorter look
+
+Three sweeps of `lm.shakespeare.quick` (written to runs/bench-sweep/sweep.seq, which imports
+the example), each `seqc sweep` as a user runs it, timed side by side in one run:
+
+- `bench.asha` and `bench.full`: 16 trials over the peak learning rate, dropout and layers,
+  2 workers, the same TPE seed, with ASHA (min 100 steps, reduction 3) and without pruning;
+  the quick model's own values are each one's first trial (`--base-first`).
+- `bench.workers`: trials over the learning rate alone (their cost does not depend on it),
+  one worker pinned to one core, then two workers pinned to one core each.
+
+Ends with `name: value` lines: sweep_trials, sweep_best_dev_ppl_asha, sweep_best_dev_ppl_full,
+sweep_base_dev_ppl, sweep_pruned_fraction, sweep_time_saved (full's wall time over asha's;
+target >= 2 with a best within 5%), sweep_worker_efficiency (two workers' trials per hour over
+twice one worker's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "runs" / "bench-sweep"
+
+SPACE = """    train.optimizer.lr.peak = loguniform(3e-4, 1e-2)
+    lm.model.dropout = uniform(0.0, 0.3)
+    lm.model.layers = choice([1, 2, 3])"""
+
+SPEC = """seqc 1
+import "../../examples/lm/shakespeare.seq"
+
+experiment bench.quick extends lm.shakespeare.quick {{
+  train.steps = {steps}
+}}
+
+sweep bench.asha {{
+  experiment = bench.quick
+  metric = dev.perplexity
+  goal = minimize
+  trials = {trials}
+  space {{
+{space}
+  }}
+  sampler = tpe(seed = 0)
+  pruner = asha(min_steps = 100, reduction = 3)
+}}
+
+sweep bench.full {{
+  experiment = bench.quick
+  metric = dev.perplexity
+  goal = minimize
+  trials = {trials}
+  space {{
+{space}
+  }}
+  sampler = tpe(seed = 0)
+}}
+
+sweep bench.workers {{
+  experiment = bench.quick
+  metric = dev.perplexity
+  goal = minimize
+  trials = 8
+  space {{
+    train.optimizer.lr.peak = loguniform(1e-3, 5e-3)
+  }}
+  sampler = random(seed = 0)
+}}
+"""
+
+
+def seqc(*args: str, pin: str | None = None) -> list[str]:
+    prefix = ["taskset", "-c", pin] if pin is not None else []
+    return [*prefix, sys.executable, "-m", "seqc.cli", *args]
+
+
+def study(folder: Path, name: str) -> optuna.Study:
+    storage = JournalStorage(JournalFileBackend(str(folder / "study.journal")))
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def timed_sweep(spec: Path, name: str, *args: str) -> float:
+    folder = FOLDER / name
+    shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    argv = seqc("sweep", str(spec), "-s", name, "--dir", str(folder), *args)
+    subprocess.run(argv, check=True, cwd=ROOT)
+    return time.perf_counter() - started
+
+
+def workers_run(spec: Path, name: str, pins: list[str], trials: int) -> float:
+    """Trials per hour of `len(pins)` workers, each `seqc sweep --workers 1` on its core."""
+    folder = FOLDER / f"{name}-{len(pins)}"
+    shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    args = ["sweep", str(spec), "-s", name, "--dir", str(folder), "--trials", str(trials)]
+    procs = [subprocess.Popen(seqc(*args, pin=pin), cwd=ROOT) for pin in pins]
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"a worker exited {p.returncode}")
+    hours = (time.perf_counter() - started) / 3600
+    done = study(folder, name).get_trials(states=(TrialState.COMPLETE,))
+    return len(done) / hours
+
+
+def best_and_base(name: str) -> tuple[float, float | None, float]:
+    trials = study(FOLDER / name, name).get_trials()
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    best = min(t.value for t in complete if t.value is not None)
+    base = next((t.value for t in trials if t.user_attrs.get("base")), None)
+    pruned = sum(t.state == TrialState.PRUNED for t in trials) / len(trials)
+    return best, base, pruned
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=400, help="each trial's training steps")
+    ap.add_argument("--skip-workers", action="store_true", help="leave out the worker runs")
+    args = ap.parse_args()
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    spec = FOLDER / "sweep.seq"
+    spec.write_text(SPEC.format(trials=args.trials, steps=args.steps, space=SPACE))
+    t_asha = timed_sweep(spec, "bench.asha", "--workers", "2", "--base-first")
+    t_full = timed_sweep(spec, "bench.full", "--workers", "2", "--base-first")
+    best_asha, base, pruned = best_and_base("bench.asha")
+    best_full, _, _ = best_and_base("bench.full")
+    print(f"ASHA: {t_asha / 60:.1f} min, best {best_asha:.2f}, {pruned:.0%} pruned")
+    print(f"no pruning: {t_full / 60:.1f} min, best {best_full:.2f}; base {base}")
+    lines = [
+        f"sweep_trials: {args.trials}",
+        f"sweep_best_dev_ppl_asha: {best_asha:.2f}",
+        f"sweep_best_dev_ppl_full: {best_full:.2f}",
+        f"sweep_base_dev_ppl: {base:.2f}" if base is not None else "sweep_base_dev_ppl: nan",
+        f"sweep_pruned_fraction: {pruned:.2f}",
+        f"sweep_time_saved: {t_full / t_asha:.2f}",
+    ]
+    if not args.skip_workers:
+        one = workers_run(spec, "bench.workers", ["0"], 4)
+        two = workers_run(spec, "bench.workers", ["0", "1"], 8)
+        print(f"trials per hour: one worker {one:.1f}, two workers {two:.1f}")
+        lines.append(f"sweep_worker_efficiency: {two / (2 * one):.2f}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
