@@ -119,6 +119,7 @@ FRAMEWORK_FREE = {
     "data": {"data_bucketing", "data_readers", "gzip_readers", "proposal", "targets"},
     "project": {"extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
+    "sweep": {"ledger", "study"},
 }
 """The test files (`test_NAME.py`) that load no ML framework in the test process, by folder
 (`"*"`: all of it): `make test-fast` runs them (`-m "not framework"`), for the edit loop. Every
@@ -147,7 +148,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return not _framework_free(collection_path) or None
 
 
-FIRST = ("processes", "run", "serve", "backends", "compiler", "data", "project", "frontend")
+FIRST = (
+    "processes",
+    "run",
+    "sweep",
+    "serve",
+    "backends",
+    "compiler",
+    "data",
+    "project",
+    "frontend",
+)
 """The order the folders' files are handed to the two workers: the slowest files first (the
 groups of processes take 10-30 s a test), the many quick ones of the front end last, so that
 neither worker waits at the end while the other finishes one long file."""

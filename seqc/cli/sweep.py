@@ -145,7 +145,7 @@ def _run(
         say(
             f"sweep {name}: {budget} trials of {resolved.experiment}, {resolved.goal} "
             f"{resolved.metric.text}; sampler {resolved.sampler.kind}, pruner "
-            f"{resolved.pruner.kind}; {workers} worker(s); study in {studies._redacted(str(where))}"
+            f"{resolved.pruner.kind}; {workers} worker(s); study in {studies.redacted(str(where))}"
         )
     code = run.run(say)
     if not quiet:

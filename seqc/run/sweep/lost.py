@@ -52,8 +52,8 @@ def fail_lost(study: optuna.Study) -> list[FrozenTrial]:
         if alive(t):
             continue
         try:
-            study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        except UpdateFinishedTrialError:
+            study.tell(t.number, state=TrialState.FAIL)
+        except (UpdateFinishedTrialError, RuntimeError, ValueError):
             continue  # another worker got there first
         failed.append(t)
     return failed

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,16 +49,18 @@ def open_storage(
     """The study's storage: `storage` as a URL, a journal file path, or the default journal."""
     if storage is not None and is_url(storage):
         try:
-            return RDBStorage(
-                storage,
-                heartbeat_interval=HEARTBEAT_S,
-                grace_period=3 * HEARTBEAT_S,
-                heartbeat_stale_trial_callback=on_stale,
-            )
+            with warnings.catch_warnings():  # the heartbeat is "experimental" in Optuna
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(
+                    storage,
+                    heartbeat_interval=HEARTBEAT_S,
+                    grace_period=3 * HEARTBEAT_S,
+                    heartbeat_stale_trial_callback=on_stale,
+                )
         except Exception as e:  # sqlalchemy's errors: a driver missing, no server, bad URL
             raise FileError(
-                f"cannot open the sweep storage {_redacted(storage)}: {_first_line(e)}",
-                path=_redacted(storage),
+                f"cannot open the sweep storage {redacted(storage)}: {_first_line(e)}",
+                path=redacted(storage),
                 code="sweep-storage",
                 hint="check the URL, that the database server runs and accepts this user, "
                 "and (for postgresql://) that psycopg is installed (pip install 'seqc[sweep]')",
@@ -153,7 +156,7 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
-def _redacted(url: str) -> str:
+def redacted(url: str) -> str:
     """`url` with its password hidden: URLs are printed in errors and logs."""
     scheme, sep, rest = url.partition("://")
     if "@" not in rest:
