@@ -36,6 +36,7 @@ LAZY_GROUPS = {"data": "seqc.cli.data"}
 """Command groups (`seqc data prepare`) by the module that holds their Typer app (`APP`)."""
 
 LAZY_COMMANDS = {
+    "diff": "seqc.cli.diff",
     "train": "seqc.cli.train",
     "eval": "seqc.cli.eval",
     "decode": "seqc.cli.decode",
