@@ -239,11 +239,37 @@ def _show(where: Path | None, name: str | None, storage: str | None, plots: bool
 
 
 def _differs(study: Any, best: Any) -> list[str]:
-    """How the best trial's resolved experiment differs from the base experiment's."""
-    return [
-        f"differs from {study.user_attrs.get('experiment')}: "
-        + ", ".join(f"{k} = {v!r}" for k, v in best.params.items())
+    """How the best trial's resolved experiment differs from the base experiment's, as `seqc
+    diff` says it (each value with where it was set); its values alone where the spec or the
+    trial's run directory is not at hand (another machine's run, a moved spec)."""
+    from seqc.resolve.diff import ResolvedSide, differences, format_differences
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+    from seqc.run.rundir.record import RESOLVED, from_run_dir
+    from seqc.spec.errors import SeqcError
+
+    name = study.user_attrs.get("experiment", "the base experiment")
+    file, run_dir = study.user_attrs.get("file"), best.user_attrs.get("run_dir")
+    fallback = [
+        f"differs from {name} in: " + ", ".join(f"{k} = {v!r}" for k, v in best.params.items())
     ]
+    if not file or not run_dir or not (Path(run_dir) / RESOLVED).is_file():
+        return fallback
+    try:
+        base = resolve(load_program(Path(file)), name)
+        diffs = differences(ResolvedSide.from_experiment(base, name), from_run_dir(Path(run_dir)))
+        # a size the data gives (`<tiny.vocab_size>` unread, a number in the run) is no change
+        diffs = [d for d in diffs if not _symbolic(d.a)]
+    except SeqcError:
+        return fallback
+    return [
+        f"differs from {name} (seqc diff):",
+        *("  " + line for line in format_differences(diffs)),
+    ]
+
+
+def _symbolic(text: str | None) -> bool:
+    return text is not None and text.startswith("<") and text.endswith(">") and " " not in text
 
 
 def _cell(v: Any) -> str:
