@@ -50,8 +50,8 @@ LAZY_COMMANDS = {
     "serve": "seqc.cli.serve",
     "sweep": "seqc.cli.sweep",
 }
-"""The commands that run experiments, by the module that holds them (in its `COMMANDS`), in
-`--help` order."""
+"""The commands loaded on demand (those that run experiments, and `diff`, which reads run
+directories), by the module that holds them (in its `COMMANDS`), in `--help` order."""
 
 HEAVY_COMMANDS = (*LAZY_GROUPS, *LAZY_COMMANDS)
 """Every command loaded on demand, in `--help` order: imported when the command line names
