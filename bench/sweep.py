@@ -40,47 +40,41 @@ SPACE = """    train.optimizer.lr.peak = loguniform(3e-4, 1e-2)
     lm.model.dropout = uniform(0.0, 0.3)
     lm.model.layers = choice([1, 2, 3])"""
 
+SWEEP = """
+sweep {name} {{
+  experiment = bench.quick
+  metric = dev.perplexity
+  goal = minimize
+  trials = {trials}
+  space {{
+{space}
+  }}
+  sampler = {sampler}{pruner}
+}}
+"""
+
 SPEC = """seqc 1
 import "../../examples/lm/shakespeare.seq"
 
 experiment bench.quick extends lm.shakespeare.quick {{
   train.steps = {steps}
 }}
-
-sweep bench.asha {{
-  experiment = bench.quick
-  metric = dev.perplexity
-  goal = minimize
-  trials = {trials}
-  space {{
-{space}
-  }}
-  sampler = tpe(seed = 0)
-  pruner = asha(min_steps = 100, reduction = 3)
-}}
-
-sweep bench.full {{
-  experiment = bench.quick
-  metric = dev.perplexity
-  goal = minimize
-  trials = {trials}
-  space {{
-{space}
-  }}
-  sampler = tpe(seed = 0)
-}}
-
-sweep bench.workers {{
-  experiment = bench.quick
-  metric = dev.perplexity
-  goal = minimize
-  trials = 8
-  space {{
-    train.optimizer.lr.peak = loguniform(1e-3, 5e-3)
-  }}
-  sampler = random(seed = 0)
-}}
 """
+
+
+def spec_text(trials: int, steps: int) -> str:
+    """The bench's spec: the quick model at `steps`, and its three sweeps."""
+    asha = "\n  pruner = asha(min_steps = 100, reduction = 3)"
+    lr = "    train.optimizer.lr.peak = loguniform(1e-3, 5e-3)"
+    sweeps = [
+        ("bench.asha", trials, SPACE, "tpe(seed = 0)", asha),
+        ("bench.full", trials, SPACE, "tpe(seed = 0)", ""),
+        ("bench.workers", 8, lr, "random(seed = 0)", ""),
+    ]
+    text = SPEC.format(steps=steps)
+    for name, n, space, sampler, pruner in sweeps:
+        text += SWEEP.format(name=name, trials=n, space=space, sampler=sampler, pruner=pruner)
+    return text
 
 
 def seqc(*args: str, pin: str | None = None) -> list[str]:
@@ -134,7 +128,7 @@ def main() -> None:
     args = ap.parse_args()
     FOLDER.mkdir(parents=True, exist_ok=True)
     spec = FOLDER / "sweep.seq"
-    spec.write_text(SPEC.format(trials=args.trials, steps=args.steps, space=SPACE))
+    spec.write_text(spec_text(args.trials, args.steps))
     t_asha = timed_sweep(spec, "bench.asha", "--workers", "2", "--base-first")
     t_full = timed_sweep(spec, "bench.full", "--workers", "2", "--base-first")
     best_asha, base, pruned = best_and_base("bench.asha")
