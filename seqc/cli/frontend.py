@@ -21,7 +21,7 @@ from rich.text import Text
 
 from seqc.cli.console import err, out, plain_table, print_section, styled
 from seqc.cli.guard import guarded
-from seqc.cli.options import ExpOpt, FileArg, OptionalExpOpt, SetOpt
+from seqc.cli.options import FileArg, OptionalExpOpt, SetOpt, SweepOpt
 
 if TYPE_CHECKING:  # the IR (pydantic) and rich's trees load only when a command needs them
     from rich.tree import Tree
@@ -39,12 +39,13 @@ def check(file: FileArg, experiment: OptionalExpOpt = None, set_: SetOpt = None)
         raise UsageError("--set needs -e EXPERIMENT", code="bad-override", path=str(file))
     # an unchanged program that passed before is answered from its verdict, unimported
     summary = check_file(file, experiment, set_ or [])
+    sweeps = f", {summary.sweeps} sweep(s)" if summary.sweeps else ""
     out.print(
         styled(
             ("ok", "green"),
             f" {shown}: {summary.files} file(s), "
             f"{summary.layers} layer(s), {summary.tasks} task(s), "
-            f"{summary.experiments} experiment(s) checked",
+            f"{summary.experiments} experiment(s){sweeps} checked",
         )
     )
 
@@ -116,27 +117,53 @@ def _atomic_write(path: Path, text: str) -> None:
 
 @guarded
 def list_(file: FileArg) -> None:
-    """List the experiments of a spec and its imports (the registry)."""
+    """List the experiments and sweeps of a spec and its imports (the registry)."""
     program = _load(file)
     from rich.table import Table
 
-    table = Table(title=f"experiments in {file}", title_justify="left")
-    for col in ("name", "extends", "tasks", "declared at", "description"):
-        table.add_column(col)
-    for name in sorted(program.experiments):
-        decl = program.experiments[name]
-        cells = (
-            name,
-            decl.extends or "",
-            _inherited(program, decl, "tasks"),
-            str(decl.span),
-            _inherited(program, decl, "description") or decl.body.doc or "",
-        )
-        table.add_row(*cells)
     if not program.experiments:
         out.print(f"{file}: no experiments")
-        return
-    out.print(table)
+    else:
+        table = Table(title=f"experiments in {file}", title_justify="left")
+        for col in ("name", "extends", "tasks", "declared at", "description"):
+            table.add_column(col)
+        for name in sorted(program.experiments):
+            decl = program.experiments[name]
+            cells = (
+                name,
+                decl.extends or "",
+                _inherited(program, decl, "tasks"),
+                str(decl.span),
+                _inherited(program, decl, "description") or decl.body.doc or "",
+            )
+            table.add_row(*cells)
+        out.print(table)
+    if program.sweeps:
+        table = Table(title=f"sweeps in {file}", title_justify="left")
+        for col in ("name", "experiment", "metric", "declared at", "description"):
+            table.add_column(col)
+        for name in sorted(program.sweeps):
+            decl = program.sweeps[name]
+            cells = (
+                name,
+                _field_text(decl, "experiment"),
+                _field_text(decl, "metric"),
+                str(decl.span),
+                decl.body.doc or "",
+            )
+            table.add_row(*cells)
+        out.print(table)
+
+
+def _field_text(decl: Any, field: str) -> str:
+    """The text of `field = ...` in a declaration's own body (`seqc list` does not resolve)."""
+    from seqc.spec.ir import Assign, String
+    from seqc.spec.printer import format_expr
+
+    for item in decl.body.items:
+        if isinstance(item, Assign) and item.path == (field,):
+            return item.value.value if isinstance(item.value, String) else format_expr(item.value)
+    return ""
 
 
 def _inherited(program: Any, decl: Any, field: str) -> str:
@@ -159,7 +186,8 @@ def _inherited(program: Any, decl: Any, field: str) -> str:
 @guarded
 def show(
     file: FileArg,
-    experiment: ExpOpt,
+    experiment: OptionalExpOpt = None,
+    sweep: SweepOpt = None,
     set_: SetOpt = None,
     provenance: Annotated[
         bool, typer.Option("--provenance", help="Say where each value was set.")
@@ -181,10 +209,33 @@ def show(
         ),
     ] = False,
 ) -> None:
-    """Show a resolved experiment: every value explicit, with its origin on request."""
+    """Show a resolved experiment (every value explicit, with its origin on request) or a
+    sweep (its space beside the base experiment's values)."""
     from seqc.resolve.experiment import resolve
     from seqc.resolve.values import show_value, to_json
 
+    if (experiment is None) == (sweep is None):
+        from seqc.spec.errors import UsageError
+
+        raise UsageError(
+            "give one of -e EXPERIMENT and -s SWEEP",
+            code="missing-option" if experiment is None else "bad-flags",
+            path=str(file),
+            hint="`seqc list FILE` lists both",
+        )
+    if sweep is not None:
+        if set_ or provenance or graph or sharding or passes:
+            from seqc.spec.errors import UsageError
+
+            raise UsageError(
+                "-s shows a sweep as declared: --set, --provenance, --graph, --passes and "
+                "--sharding are for an experiment (-e)",
+                code="bad-flags",
+                path=str(file),
+            )
+        _show_sweep(_load(file), sweep, as_json)
+        return
+    assert experiment is not None
     program = _load(file)
     r = resolve(program, experiment, set_ or [])
     if graph:
@@ -230,6 +281,45 @@ def show(
         tree = Tree(styled((f"{task}.model", "bold"), f": {model.kind}"))
         _model_tree(tree, model)
         out.print(tree)
+
+
+def _show_sweep(program: Any, name: str, as_json: bool) -> None:
+    """`seqc show -s`: the sweep's settings, then its space as a table beside the base
+    experiment's value at each path and the line that set it."""
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.sweep import FIELDS, resolve_sweep
+    from seqc.resolve.values import show_value, to_json
+
+    s = resolve_sweep(program, name)
+    base = resolve(program, s.experiment, [])
+    rows = [(d, base.get(d.path), base.origin(d.path)) for d in s.space]
+    if as_json:
+        data = s.model_dump(mode="json", exclude={"span": True, "space": {"__all__": {"span"}}})
+        data["span"] = str(s.span) if s.span else None
+        for dim, (d, value, origin) in zip(data["space"], rows, strict=True):
+            dim["span"] = str(d.span) if d.span else None
+            dim["base"] = to_json(value)
+            dim["base_set_at"] = str(origin)
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        return
+    out.print(styled((f"sweep {s.name}", "bold"), f"  ({s.span})"))
+    if s.doc:
+        out.print(Text(f"  {s.doc}", "dim"))
+    settings = {
+        "experiment": s.experiment,
+        "metric": s.metric.text,
+        "goal": s.goal,
+        "trials": str(s.trials),
+        "sampler": s.sampler.describe(),
+        "pruner": s.pruner.describe(),
+    }
+    assert set(settings) <= set(FIELDS)
+    for key, text in settings.items():
+        out.print(f"  {key:<10} = {text}")
+    table = plain_table(("path", "distribution", "base value", "set at"))
+    for dim, value, origin in rows:
+        table.add_row(Text(dim.path), Text(dim.describe()), Text(show_value(value)), str(origin))
+    out.print(table)
 
 
 def _show_graph(

@@ -29,6 +29,12 @@ ExpOpt = Annotated[str, typer.Option("-e", "--experiment", help=_EXPERIMENT_HELP
 OptionalExpOpt = Annotated[str | None, typer.Option("-e", "--experiment", help=_EXPERIMENT_HELP)]
 """An experiment a command may be given (`check`: one of all; `decode`: none with --artifact)."""
 
+SweepOpt = Annotated[
+    str | None,
+    typer.Option("-s", "--sweep", help="Registry name of a sweep.", show_default=False),
+]
+"""A sweep a command may be given (`show`: one instead of an experiment)."""
+
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a value: --set train.steps=200 (repeatable)."),

@@ -40,8 +40,8 @@ from seqc.spec.files import peek_spec
 if TYPE_CHECKING:
     from seqc.resolve.program import Program
 
-FORMAT = 1
-"""The layout of a verdict; bumped when it changes."""
+FORMAT = 2
+"""The layout of a verdict; bumped when it changes (2: the summary counts sweeps)."""
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -54,6 +54,7 @@ class CheckSummary:
     layers: int
     tasks: int
     experiments: int
+    sweeps: int = 0
 
 
 def check_file(
@@ -74,6 +75,7 @@ def check_file(
         layers=len(program.layers),
         tasks=len(program.tasks),
         experiments=len(resolved),
+        sweeps=len(program.sweeps) if experiment is None else 0,
     )
     record(path, experiment, overrides, program, summary)
     return summary

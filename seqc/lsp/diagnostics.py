@@ -241,7 +241,9 @@ class Publisher:
         return out
 
 
-_WORD = re.compile(r'[A-Za-z_][A-Za-z0-9_]*|"[^"\n]*"')
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_WORD = re.compile(rf'{_NAME}|"[^"\n]*"')
+_DOTTED = re.compile(rf"{_NAME}(?:\.{_NAME})*")
 
 
 def quick_fixes(uri: str, text: str, params: types.CodeActionParams, encoding: str | None) -> list:
@@ -249,7 +251,9 @@ def quick_fixes(uri: str, text: str, params: types.CodeActionParams, encoding: s
 
     An error's range may cover more than the word (an unknown field's is the whole `train.stpes
     = 5`), so the edit replaces the word inside it that is closest to the suggestion: a name, or
-    the last part of an import's path."""
+    the last part of an import's path. A dotted suggestion (an experiment, a sweep's path
+    `lm.model.layers`) replaces a whole dotted name; a call (a sweep's `logintrange(64, 256)`)
+    replaces the error's range, which is the expression it corrects."""
     lines = Lines(text, encoding)
     actions = []
     for diag in params.context.diagnostics:
@@ -258,8 +262,13 @@ def quick_fixes(uri: str, text: str, params: types.CodeActionParams, encoding: s
         if diag.source != SOURCE or not isinstance(suggestion, str):
             continue
         lo, hi = lines.offset(diag.range.start), lines.offset(diag.range.end)
+        if "(" in suggestion:  # an expression: the error's range is what it replaces
+            actions.append(_fix(uri, diag, diag.range, suggestion))
+            continue
+        dotted = bool(_DOTTED.fullmatch(suggestion)) and "." in suggestion
+        dotted = dotted and '"' not in text[lo:hi]  # not an import's `file.seq`
         best: tuple[float, int, int] | None = None
-        for m in _WORD.finditer(text, lo, max(hi, lo + 1)):
+        for m in (_DOTTED if dotted else _WORD).finditer(text, lo, max(hi, lo + 1)):
             start, end = m.start(), m.end()
             word = m.group()
             if word.startswith('"'):  # an import's path: its last part
@@ -275,15 +284,15 @@ def quick_fixes(uri: str, text: str, params: types.CodeActionParams, encoding: s
         if best is None or best[0] < 0.3:
             continue
         rng = types.Range(start=lines.at_offset(best[1]), end=lines.at_offset(best[2]))
-        actions.append(
-            types.CodeAction(
-                title=f"Change to `{printable(suggestion)}`",
-                kind=types.CodeActionKind.QuickFix,
-                diagnostics=[diag],
-                is_preferred=True,
-                edit=types.WorkspaceEdit(
-                    changes={uri: [types.TextEdit(range=rng, new_text=suggestion)]}
-                ),
-            )
-        )
+        actions.append(_fix(uri, diag, rng, suggestion))
     return actions
+
+
+def _fix(uri: str, diag: types.Diagnostic, rng: types.Range, text: str) -> types.CodeAction:
+    return types.CodeAction(
+        title=f"Change to `{printable(text)}`",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diag],
+        is_preferred=True,
+        edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(range=rng, new_text=text)]}),
+    )

@@ -3,15 +3,15 @@
 A layer kind shows its signature and params (what `seqc layers KIND` prints), a parameter or a
 block field its type, default and description, a user layer its declaration, an experiment its
 `extends` chain and every resolved value with where it was set (what `seqc show --provenance`
-prints). Inside an experiment, a field or argument also shows the value it resolves to and
-which line set it.
+prints), a sweep its space beside the base experiment's values (`seqc.lsp.sweeps`). Inside an
+experiment, a field or argument also shows the value it resolves to and which line set it.
 """
 
 from __future__ import annotations
 
 from lsprotocol import types
 
-from seqc.lsp import lookup
+from seqc.lsp import lookup, sweeps
 from seqc.lsp.context import BODIES, Cursor, cursor_at, dotted_at
 from seqc.lsp.documents import Analysis, Lines
 from seqc.resolve.program import Program
@@ -53,6 +53,8 @@ def describe(cur: Cursor, text: str, program: Program | None, analysis: Analysis
     if (nxt == "=" and frame.kind in ("call", "params")) or (frame.kind == "params" and nxt == ":"):
         return _argument(cur, program, analysis)
     lhs = cur.lhs
+    if lhs is not None and nxt != "{" and cur.enclosing("sweep") is not None:
+        return sweeps.field_md(cur, text, program, analysis)
     if lhs is not None and nxt != "{" and frame.kind in BODIES:
         return _field(cur, lhs, program, analysis)
     if nxt == "{" and lookup.block(name) is not None:
@@ -79,6 +81,8 @@ def _name(
     if program is not None:
         if dotted in program.experiments:
             return experiment_md(program, dotted, analysis)
+        if dotted in program.sweeps:
+            return sweeps.sweep_md(program, dotted, analysis)
         if name in program.layers:
             return layer_md(program.layers[name])
         for table in (program.tasks, program.inputs):

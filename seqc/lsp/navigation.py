@@ -1,10 +1,10 @@
 """Go to definition and the document outline.
 
 Definition follows the program's index of declarations, which spans every imported file: a
-user layer, an input, a task, the experiment an `extends` names (wherever it is declared), a
-param or sub-layer inside a layer, and the file an `import` names. The outline lists a
-buffer's declarations with their params, sub-layers, blocks and fields, from its parse; a
-buffer that does not parse has no outline until it does.
+user layer, an input, a task, the experiment an `extends` or a sweep's `experiment =` names
+(wherever it is declared), a param or sub-layer inside a layer, and the file an `import` names.
+The outline lists a buffer's declarations with their params, sub-layers, blocks and fields,
+from its parse; a buffer that does not parse has no outline until it does.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def definition(
             if local is not None and local.span is not None:
                 return _location(local.span, workspace)
     for name in (dotted_at(text, tok), ".".join(cur.chain), tok.text):
-        for table in (program.experiments, program.layers, program.tasks, program.inputs):
+        tables = (program.experiments, program.sweeps, program.layers, program.tasks)
+        for table in (*tables, program.inputs):
             decl = table.get(name)
             if decl is not None and decl.span is not None:
                 return _location(decl.span, workspace)

@@ -96,6 +96,12 @@ _KIND_WORDS = {
     "sweep": "sweep",
 }
 
+_NAMESAKES = {"sweep": "experiment", "experiment": "sweep"}
+"""Kinds kept in tables of their own that may still not share a name. Sweeps and experiments
+are asked for by different flags (`-s`, `-e`), so the command line could tell them apart, but
+a reader could not: a run directory, a log line or `seqc diff` naming `lm.shakespeare.lr` must
+mean one thing, and so must the editor's go-to-definition on it."""
+
 
 MAX_IMPORT_DEPTH = 100
 """How many files deep imports may chain (a.seq imports b.seq imports ...)."""
@@ -303,6 +309,18 @@ def _index(spec: ir.SpecFile, program: Program) -> None:
                 code="duplicate-name",
                 notes=[Note(first.span, "first declared here")],
                 hint="rename one of them",
+            )
+        other = _NAMESAKES.get(decl.decl)
+        if other is not None and decl.name in tables[other]:
+            first_span = tables[other][decl.name].span
+            raise ResolveError(
+                f"{decl.decl} `{decl.name}` has the name of {'an' if other[0] == 'e' else 'a'} "
+                f"{other}",
+                span=decl.span,
+                code="duplicate-name",
+                notes=[Note(first_span, f"the {other} is declared here")] if first_span else [],
+                hint="a name means one thing in run folders and logs: rename one (a sweep is "
+                "often named for what it searches, `lm.shakespeare.lr`)",
             )
         if decl.decl == "layer" and REGISTRY.get("layer", decl.name) is not None:
             raise ResolveError(

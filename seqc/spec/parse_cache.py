@@ -38,9 +38,10 @@ from seqc.spec.cache_paths import cache_dir
 FORMAT = b"seqc-parse-1\n"
 """The first bytes of an entry; bumped if the entry layout changes."""
 
-_FRONT_END = ("grammar.lark", "parser.py", "ir.py", "parse_cache.py")
+_FRONT_END = ("grammar.lark", "parser.py", "to_ir.py", "ir.py", "parse_cache.py")
 """Files whose text keys every entry: a change to any of them invalidates the cache, without
-relying on a version number being bumped while the front end is worked on."""
+relying on a version number being bumped while the front end is worked on. `to_ir.py` builds
+the nodes from the parse tree: a change there changes the IR as surely as the grammar's."""
 
 
 def grammar_cache_file() -> str | None:
