@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from seqc.lsp import lookup
+from seqc.lsp import lookup, sweeps
 from seqc.lsp.context import BODIES, Cursor, cursor_at
 from seqc.lsp.documents import Analysis, Lines, resolved
 from seqc.lsp.hover import kind_md, layer_md, param_md, user_param_md
@@ -52,6 +52,12 @@ def _items(
         if cur.statement_start:
             return [_keyword(k) for k in TOP_KEYWORDS]
         return []
+    base = frame.kind == "sweep" and frame.after_eq and frame.stmt == ["experiment"]
+    if base and not cur.statement_start:  # a sweep's `experiment = `
+        return _experiments(cur, text, offset, program, lines)
+    in_sweep = sweeps.completions(cur, program)
+    if in_sweep is not None:
+        return in_sweep
     if frame.kind == "call" and prev is not None and prev.text in ("(", ","):
         return _params(frame.name, frame.given, frame.positional, program)
     if frame.kind in BODIES and cur.statement_start:

@@ -1,8 +1,11 @@
-"""What the editor says about a `sweep`: its hover, as `seqc show -s` prints it.
+"""What the editor says about a `sweep`: its hover, as `seqc show -s` prints it, and what may
+be written in it.
 
 A sweep's name shows its settings and space; a field of its body (`metric`, `sampler`) what the
 field means; a path of its `space { }` the base experiment's value there and the line that set
-it, which is what a trial's value replaces. Errors need nothing here: `seqc check`'s own
+it, which is what a trial's value replaces. Completion offers the fields, the experiments, the
+distributions, samplers and pruners with their arguments, and the paths of the base experiment
+part by part. Errors need nothing here: `seqc check`'s own
 located errors (with their did-you-mean quick fixes) reach the editor as diagnostics, and
 go-to-definition on `experiment = NAME` follows the registry like an `extends`.
 """
@@ -11,10 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from lsprotocol import types
+
 from seqc.lsp.context import Cursor, dotted_at
 from seqc.lsp.documents import Analysis
 from seqc.resolve.program import Program
 from seqc.resolve.values import show_value
+from seqc.spec import ir
 from seqc.spec.errors import SeqcError
 from seqc.spec.printable import printable
 
@@ -91,3 +97,78 @@ def field_md(cur: Cursor, text: str, program: Program | None, analysis: Analysis
 def _clip(text: str, width: int = 200) -> str:
     """A value quoted in a hover, cut to `width` and `printable`."""
     return printable(text if len(text) <= width else text[:width] + "...")
+
+
+# ------------------------------------------------------------------------------------ completion
+
+
+def completions(cur: Cursor, program: Program | None) -> list[types.CompletionItem] | None:
+    """What may be written at the cursor inside a sweep; None outside one (or where the
+    generic completion knows better: a call of a built-in kind inside a choice)."""
+    from seqc.resolve.sweep import FIELDS, PRUNERS, SAMPLERS
+    from seqc.resolve.sweep_space import DISTRIBUTIONS
+
+    sweep = cur.enclosing("sweep")
+    if sweep is None:
+        return None
+    frame, prev = cur.frame, cur.prev
+    table = {**{k: dict.fromkeys(v) for k, v in DISTRIBUTIONS.items()}, **SAMPLERS, **PRUNERS}
+    if frame.kind == "call" and prev is not None and prev.text in ("(", ","):
+        if frame.name not in table:
+            return None  # a call of a built-in kind, in a choice: its params, as anywhere
+        names = [n for n in table[frame.name] if n not in frame.given]
+        return [_item(n, types.CompletionItemKind.Property, insert=f"{n} = ") for n in names]
+    if frame.kind == "sweep" and cur.statement_start:
+        return [_item(k, types.CompletionItemKind.Field, doc=v) for k, v in FIELDS.items()]
+    if frame.kind == "block" and cur.statement_start:
+        return _paths(cur, sweep.name, program)
+    if frame.kind == "sweep" and frame.after_eq:
+        # `experiment = ` is left to the generic completion of experiment names
+        words = {"goal": ("minimize", "maximize"), "sampler": SAMPLERS, "pruner": PRUNERS}
+        found = words.get(".".join(frame.stmt), ())
+        return [_item(w, types.CompletionItemKind.Value) for w in found]
+    if frame.kind == "block" and frame.after_eq:
+        return [_item(k, types.CompletionItemKind.Function) for k in DISTRIBUTIONS]
+    if frame.kind == "block" and prev is not None and prev.text == ".":
+        return _paths(cur, sweep.name, program)
+    return None
+
+
+def _paths(cur: Cursor, name: str, program: Program | None) -> list[types.CompletionItem]:
+    """The next part of a path the base experiment holds, after what is typed (`lm.model.`)."""
+    from seqc.resolve.raw import dotted
+
+    decl = program.sweeps.get(name) if program is not None else None
+    items = decl.body.items if decl is not None else []
+    item = next((i for i in items if isinstance(i, ir.Assign) and i.path == ("experiment",)), None)
+    base_name = dotted(item.value) if item is not None else None
+    if program is None or base_name not in program.experiments:
+        return []
+    from seqc.resolve.experiment import resolve
+
+    try:
+        base = resolve(program, base_name, [])
+    except (SeqcError, RecursionError):
+        return []
+    typed = cur.chain[:-1] if cur.token is not None else cur.chain
+    if cur.statement_start:
+        typed = []
+    parts = {
+        p.split(".")[len(typed)]
+        for p, _ in base.leaves()
+        if p.split(".")[: len(typed)] == typed and len(p.split(".")) > len(typed)
+    }
+    return [_item(p, types.CompletionItemKind.Field) for p in sorted(parts)]
+
+
+def _item(
+    label: str, kind: types.CompletionItemKind, doc: str | None = None, insert: str | None = None
+) -> types.CompletionItem:
+    return types.CompletionItem(
+        label=label,
+        kind=kind,
+        insert_text=insert,
+        documentation=types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc)
+        if doc
+        else None,
+    )

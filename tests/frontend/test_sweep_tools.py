@@ -1,5 +1,5 @@
 """A sweep through the tools that read specs: `seqc check`, `list`, `show -s`, and the editor's
-hover, go-to-definition, outline, diagnostics and quick fixes.
+hover, go-to-definition, outline, diagnostics, quick fixes and completion.
 
 Why: a sweep is declared to be read before it runs: `show -s` is where a user sees the space
 beside the values it replaces, and the editor is where a misspelt path gets fixed.
@@ -15,11 +15,13 @@ from pygls.workspace import Workspace
 from typer.testing import CliRunner
 
 from seqc.cli import app
+from seqc.lsp.completion import complete
 from seqc.lsp.diagnostics import check, quick_fixes
 from seqc.lsp.documents import Analysis
 from seqc.lsp.hover import hover
 from seqc.lsp.navigation import definition, symbols
 from seqc.resolve.program import load_program
+from seqc.resolve.sweep import DISTRIBUTIONS, FIELDS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "lm" / "shakespeare.seq"
@@ -206,3 +208,26 @@ def test_a_misspelt_base_experiment_is_fixed_whole(tmp_path: Path) -> None:
     diag, fixed = _fix(tmp_path, SPEC.replace("= lm.shakespeare.quick", "= lm.shakespeare.quik"))
     assert diag.code == "unknown-experiment"
     assert fixed == SPEC
+
+
+def test_completion_offers_fields_distributions_components_and_paths(tmp_path: Path) -> None:
+    path = write(tmp_path)
+    analysis = Analysis(program=load_program(path))
+
+    def offered(text: str, needle: str, after: int) -> list[str]:
+        found = complete(text, _at(text, needle, after), path, analysis, None)
+        return [item.label for item in found.items]
+
+    assert offered(SPEC, "  metric", 2) == list(FIELDS)
+    assert offered(SPEC, "intrange(1", 1) == list(DISTRIBUTIONS)
+    assert offered(SPEC, "median(", len("median(")) == ["startup_trials", "warmup_steps"]
+    assert "lm.shakespeare.quick" in offered(SPEC, "shakespeare.quick", 1)
+    typing = SPEC.replace("    lm.model.dropout = uniform(0.0, 0.2)\n", "    lm.model.\n")
+    assert offered(typing, "lm.model.\n", len("lm.model.")) == [
+        "d",
+        "dropout",
+        "heads",
+        "layers",
+        "vocab",
+    ]
+    assert "train" in offered(SPEC, "    lm.model.layers", 6)  # a path's first part
