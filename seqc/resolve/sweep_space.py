@@ -362,16 +362,22 @@ def _probe(
         if e.code == "bad-relation":
             return
         wrong_type = e.code == "wrong-type"
+        if wrong_type and dist.kind in ("uniform", "loguniform") and _int(e.expected):
+            hint = "an int takes intrange or logintrange"
+        elif wrong_type:
+            hint = e.hint or "list values of the param's type"
+        else:
+            hint = e.hint or "keep the distribution inside the values the param accepts"
         raise CheckError(
             f"{dist.describe()} gives `{dist.path}` the value {text}, which it does not take: "
             f"{e.message}",
             span=span or dist.span,
             code="space-wrong-type" if wrong_type else "space-out-of-range",
             expected=e.expected,
-            hint=e.hint
-            or (
-                "list values of the param's type"
-                if wrong_type
-                else "keep the distribution inside the values the param accepts"
-            ),
+            hint=hint,
         ) from None
+
+
+def _int(expected: str | None) -> bool:
+    """Whether the resolver expected an int there (`int > 0 or none`)."""
+    return (expected or "").startswith("int")
