@@ -34,7 +34,7 @@ from seqc.resolve.raw import RawCall, RawName, dotted, evaluate
 from seqc.resolve.sweep_metric import Goal, Metric, goal, metric
 from seqc.resolve.sweep_space import DISTRIBUTIONS, Distribution, bind, space
 from seqc.spec import ir
-from seqc.spec.errors import CheckError, ResolveError, did_you_mean
+from seqc.spec.errors import CheckError, Note, ResolveError, did_you_mean
 from seqc.spec.printer import format_expr
 
 __all__ = [
@@ -113,7 +113,8 @@ class Component(BaseModel):
 
 
 class ResolvedSweep(BaseModel):
-    """A sweep with every part checked and every default explicit; frozen."""
+    """A sweep with every part checked and every field explicit (`goal`, `trials`, `sampler`
+    and `pruner` filled in where not written); frozen."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -238,9 +239,7 @@ def _fields(decl: ir.SweepDecl) -> dict[str, ir.Assign | ir.Block]:
     return out
 
 
-def _note(item: ir.Stmt | None, text: str) -> list:
-    from seqc.spec.errors import Note
-
+def _note(item: ir.Stmt | None, text: str) -> list[Note]:
     return [Note(item.span, text)] if item is not None and item.span is not None else []
 
 

@@ -177,7 +177,7 @@ def bind(call: RawCall, names: tuple[str, ...], span: ir.Span | None) -> dict[st
     """A call's arguments by name, positional ones in `names`' order."""
     if len(call.args) > len(names):
         raise CheckError(
-            f"`{call.func}` takes at most {len(names)} arguments",
+            f"`{call.func}` takes at most {len(names)} argument{'s' * (len(names) != 1)}",
             span=call.args[len(names)].span or span,
             code="bad-arguments",
             expected=f"{call.func}({', '.join(names)})",
