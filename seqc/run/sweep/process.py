@@ -65,13 +65,23 @@ class TrialCommand:
             args.append("--resume")
         return [*args, *self.extra]
 
+    def frozen_spec(self) -> Path | None:
+        """The run's copy of the spec (`RUN/spec/...`, laid out as the spec tree it froze):
+        the copy whose path is a tail of the spec's own."""
+        folder = self.run_dir / "spec"
+        whole = self.spec.resolve().parts
+        for copy in folder.rglob(self.spec.name) if folder.is_dir() else ():
+            tail = copy.relative_to(folder).parts
+            if whole[-len(tail) :] == tail:
+                return copy
+        return None
+
     def shown(self) -> str:
         """The command that trains this trial again: `seqc train` on the run's frozen spec
         (once the run has written it) with the trial's overrides, in a new run directory."""
         import shlex
 
-        frozen = self.run_dir / "spec" / self.spec.name
-        spec = frozen if frozen.is_file() else self.spec
+        spec = self.frozen_spec() or self.spec
         args = ["train", str(spec), "-e", self.experiment]
         for o in self.overrides:
             args += ["--set", o]
