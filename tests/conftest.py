@@ -119,7 +119,7 @@ FRAMEWORK_FREE = {
     "data": {"data_bucketing", "data_readers", "gzip_readers", "proposal", "targets"},
     "project": {"extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
-    "sweep": {"ledger", "study"},
+    "sweep": {"ledger", "study", "sweep_cli"},
 }
 """The test files (`test_NAME.py`) that load no ML framework in the test process, by folder
 (`"*"`: all of it): `make test-fast` runs them (`-m "not framework"`), for the edit loop. Every

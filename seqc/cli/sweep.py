@@ -21,12 +21,8 @@ from rich.text import Text
 
 from seqc.cli.console import err, out, plain_table
 from seqc.cli.guard import guarded
-from seqc.cli.options import BackendOpt
+from seqc.cli.options import BackendOpt, SweepOpt
 from seqc.spec.errors import FileError, UsageError
-
-SweepOpt = Annotated[
-    str | None, typer.Option("-s", "--sweep", help="Registry name of a sweep.", show_default=False)
-]
 
 
 @guarded
