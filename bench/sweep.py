@@ -111,6 +111,14 @@ def workers_run(spec: Path, name: str, pins: list[str], trials: int) -> float:
     return len(done) / hours
 
 
+def worker_rates(spec: Path, per_worker: int) -> tuple[float, float]:
+    """Trials per hour of one worker on core 0, and of two on cores 0 and 1."""
+    one = workers_run(spec, "bench.workers", ["0"], per_worker)
+    two = workers_run(spec, "bench.workers", ["0", "1"], 2 * per_worker)
+    print(f"trials per hour: one worker {one:.1f}, two workers {two:.1f}")
+    return one, two
+
+
 def best_and_base(name: str) -> tuple[float, float | None, float]:
     trials = study(FOLDER / name, name).get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -125,10 +133,16 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--steps", type=int, default=400, help="each trial's training steps")
     ap.add_argument("--skip-workers", action="store_true", help="leave out the worker runs")
+    ap.add_argument("--workers-only", action="store_true", help="only the worker runs")
+    ap.add_argument("--worker-trials", type=int, default=4, help="trials per worker")
     args = ap.parse_args()
     FOLDER.mkdir(parents=True, exist_ok=True)
     spec = FOLDER / "sweep.seq"
     spec.write_text(spec_text(args.trials, args.steps))
+    if args.workers_only:
+        one, two = worker_rates(spec, args.worker_trials)
+        print(f"sweep_worker_efficiency: {two / (2 * one):.2f}")
+        return
     t_asha = timed_sweep(spec, "bench.asha", "--workers", "2", "--base-first")
     t_full = timed_sweep(spec, "bench.full", "--workers", "2", "--base-first")
     best_asha, base, pruned = best_and_base("bench.asha")
@@ -144,9 +158,7 @@ def main() -> None:
         f"sweep_time_saved: {t_full / t_asha:.2f}",
     ]
     if not args.skip_workers:
-        one = workers_run(spec, "bench.workers", ["0"], 4)
-        two = workers_run(spec, "bench.workers", ["0", "1"], 8)
-        print(f"trials per hour: one worker {one:.1f}, two workers {two:.1f}")
+        one, two = worker_rates(spec, args.worker_trials)
         lines.append(f"sweep_worker_efficiency: {two / (2 * one):.2f}")
     print("\n".join(lines))
 
