@@ -49,6 +49,13 @@ def train_cmd(
             "large vocabulary each takes minutes). `train.eval_every` sets those in between."
         ),
     ] = True,
+    dev_eval_before: Annotated[
+        bool,
+        typer.Option(
+            help="Evaluate on dev before training (--no-dev-eval-before: skip that one only; "
+            "a sweep's trials do, as the untrained model's figure tells the pruner nothing)."
+        ),
+    ] = True,
     prompt: Annotated[str, typer.Option(help="Prompt of the sample printed at the end.")] = "",
     coordinator: Annotated[
         str | None,
@@ -110,7 +117,7 @@ def train_cmd(
             resume=resume,
             reporter=ConsoleReporter(),
             progress=progress and cluster.primary,
-            eval_before=dev_eval and not resume,
+            eval_before=dev_eval and dev_eval_before and not resume,
             eval_after=dev_eval,
             backend=name,
             cluster=cluster,

@@ -58,7 +58,8 @@ class TrialCommand:
         args = ["train", str(self.spec), "-e", self.experiment]
         for o in self.overrides:
             args += ["--set", o]
-        args += ["--run-dir", str(self.run_dir), "--no-progress"]
+        # the untrained model's dev figure is never reported: not computed either
+        args += ["--run-dir", str(self.run_dir), "--no-progress", "--no-dev-eval-before"]
         if self.backend:
             args += ["--backend", self.backend]
         if self.resume():
