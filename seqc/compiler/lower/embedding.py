@@ -28,6 +28,14 @@ def _embedding(b: GraphBuilder, c: LayerCall) -> int:
 
 
 def _check_width(b: GraphBuilder, c: LayerCall, x: int, d: int) -> None:
+    if len(b.type(x).shape) < 3:  # positions need a time axis (a damaged forward can drop it)
+        raise CheckError(
+            f"`{c.path}` adds positions along time, and its input has no time axis",
+            span=c.span,
+            code="shape-mismatch",
+            expected=f"[B, T, {d}]",
+            found=str(b.type(x)),
+        )
     if b.type(x).shape[-1] != d:
         raise CheckError(
             f"`{c.path}` adds {d}-wide positions to a {b.type(x).shape[-1]}-wide input",
