@@ -39,6 +39,7 @@ from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan
 from seqc.compiler.step_signature import StepSignature
+from seqc.spec.errors import SeqcError
 
 State = dict[str, Any]
 """A model's training state: `params` (by layer path), optimizer state, step, rng. Opaque to
@@ -290,6 +291,13 @@ class Backend(Protocol):
     def collective_failure(self, error: BaseException) -> bool:
         """Whether `error`, raised in a run of several processes, is the engine's report of a
         collective that failed (another process died or cannot be reached)."""
+        ...
+
+    def lost_server(self, error: BaseException) -> SeqcError | None:
+        """The clear error for `error` when it is the engine's report that a server holding the
+        run's state is gone (a TF parameter server), else None. Asked before a failed
+        collective is reported: a server killed mid-step can reach the chief as a reset
+        connection, which would otherwise read as a lost peer process."""
         ...
 
     def leave(self) -> None:

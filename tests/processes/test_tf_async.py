@@ -360,3 +360,38 @@ def test_metrics_on_a_lost_worker_are_skipped_and_a_lost_server_stops() -> None:
     with pytest.raises(DeviceError) as e:
         np.asarray(Metric(Remote(tf.errors.UnavailableError(None, None, server)), 0))
     assert e.value.code == "parameter-server-lost" and "parameter server 1" in str(e.value)
+
+
+def test_a_server_gone_mid_call_is_said_as_a_lost_server_not_a_lost_peer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A parameter server killed while the chief is mid-call can reach it as a cancelled call
+    or a reset connection that names no task (the suite under load saw `[process-lost]: a
+    collective ... failed (recvmsg:Connection reset by peer)`): the server that no longer
+    answers is named, before the failure is taken for a lost peer process."""
+    import socket
+
+    import tensorflow as tf
+
+    from seqc.backends import registry
+    from seqc.backends.api import Cluster
+    from seqc.run.train.failures import collective
+    from seqc.spec.errors import DeviceError
+
+    with socket.socket() as s:  # a port nothing listens on: the dead server's
+        s.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{s.getsockname()[1]}"
+    spec = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": [gone]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": spec}))
+    engine = registry.backend("tf")
+    monkeypatch.setattr(engine, "_ps", object())  # as `start` leaves the chief of an async run
+    cluster = Cluster(0, 3, None, "chief", spec)
+    for error in (tf.errors.CancelledError, tf.errors.UnavailableError):
+
+        def step(error: type = error) -> None:
+            raise error(None, None, "recvmsg:Connection reset by peer")
+
+        with pytest.raises(DeviceError) as e:
+            collective(engine, cluster, step)
+        assert e.value.code == "parameter-server-lost", error
+        assert "parameter server 0 of the run was lost" in str(e.value)

@@ -32,7 +32,7 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan, check_devices
-from seqc.spec.errors import DeviceError
+from seqc.spec.errors import DeviceError, SeqcError
 
 
 class JaxBackend:
@@ -116,6 +116,9 @@ class JaxBackend:
         from seqc.backends.jax.mesh import barrier
 
         barrier(name)
+
+    def lost_server(self, error: BaseException) -> SeqcError | None:
+        return None  # no servers: a JAX run's state lives in its own processes
 
     def collective_failure(self, error: BaseException) -> bool:
         import jax

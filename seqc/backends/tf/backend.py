@@ -29,7 +29,7 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import StepProgram
 from seqc.compiler.multitask import MultiTask
 from seqc.compiler.sharding import ShardingPlan
-from seqc.spec.errors import DeviceError
+from seqc.spec.errors import DeviceError, SeqcError
 
 
 class TfBackend:
@@ -117,6 +117,13 @@ class TfBackend:
     def barrier(self, name: str) -> None:
         if self._collectives is not None:
             self._collectives.barrier(name)
+
+    def lost_server(self, error: BaseException) -> SeqcError | None:
+        if self._ps is None:
+            return None
+        from seqc.backends.tf.ps import lost
+
+        return lost(error)
 
     def collective_failure(self, error: BaseException) -> bool:
         import tensorflow as tf

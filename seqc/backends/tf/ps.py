@@ -157,7 +157,10 @@ def lost(error: BaseException) -> DeviceError | None:
     if not isinstance(error, tf.errors.OpError):
         return None
     found = _PS_TASK.search(str(error))
-    unreachable = isinstance(error, (tf.errors.UnavailableError, tf.errors.AbortedError))
+    # a server killed mid-call reaches the chief as any of these, depending on where the call
+    # was when its connection broke
+    broken = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError)
+    unreachable = isinstance(error, (*broken, tf.errors.DeadlineExceededError))
     task = found.group(1) if found is not None else None
     if task is None and unreachable:  # a dropped connection that names no task: which is gone?
         task = _silent_server()

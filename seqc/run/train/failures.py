@@ -96,10 +96,14 @@ def checkpoint_no_space(e: NoSpace, last: int | None) -> CheckpointNoSpace:
 
 def collective(engine: Backend, cluster: Cluster, fn: Callable[..., Any], *args: Any) -> Any:
     """`fn(*args)`, with a collective that failed in a run of several processes (another one
-    died: the launcher or the cluster names which) said as such, with what to do."""
+    died: the launcher or the cluster names which) said as such, with what to do; a lost
+    parameter server said as that."""
     try:
         return fn(*args)
     except Exception as e:
+        server = engine.lost_server(e) if cluster.several else None
+        if server is not None:  # the state's server, not a peer: say which, not "a collective"
+            raise server from None
         if not cluster.several or not engine.collective_failure(e):
             raise
         lines = [x.strip() for x in str(e).splitlines() if x.strip()] or [type(e).__name__]
