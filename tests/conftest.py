@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import file_order
 import pytest
 import xla_cache
 from shared_runs import LmRuns
@@ -52,7 +53,11 @@ _OWN_CACHE = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     """The session's compilation caches, made once by the controlling process: xdist's workers
     and the processes tests start inherit the variables."""
-    if os.environ.get(JAX_CACHE) or hasattr(config, "workerinput"):
+    config.pluginmanager.register(file_order.CpuMeter(), "seqc-cpu-meter")
+    if hasattr(config, "workerinput"):
+        return
+    config.pluginmanager.register(file_order.Recorder(), "seqc-file-order")
+    if os.environ.get(JAX_CACHE):
         return
     folder = xla_cache.start()
     config.stash[_OWN_CACHE] = str(folder)
@@ -116,7 +121,14 @@ TESTS = Path(__file__).resolve().parent
 FRAMEWORK_FREE = {
     "frontend": {"*"},
     "compiler": {"placement_algorithms", "placement_graph", "typed_config"},
-    "data": {"data_bucketing", "data_readers", "gzip_readers", "proposal", "targets"},
+    "data": {
+        "data_bucketing",
+        "data_readers",
+        "gzip_readers",
+        "proposal",
+        "score_groups",
+        "targets",
+    },
     "project": {"extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
     "sweep": {"ledger", "study", "sweep_cli"},
@@ -148,28 +160,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return not _framework_free(collection_path) or None
 
 
-FIRST = (
-    "processes",
-    "run",
-    "sweep",
-    "serve",
-    "backends",
-    "compiler",
-    "data",
-    "project",
-    "frontend",
-)
-"""The order the folders' files are handed to the two workers: the slowest files first (the
-groups of processes take 10-30 s a test), the many quick ones of the front end last, so that
-neither worker waits at the end while the other finishes one long file."""
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def folder(item: pytest.Item) -> int:
-        name = item.path.relative_to(TESTS).parts[0]
-        return FIRST.index(name) if name in FIRST else len(FIRST)
-
-    items.sort(key=folder)  # stable: each file's tests keep their order
+    file_order.order(items, TESTS)  # the longest files first, for the two workers
     for item in items:
         if not _framework_free(item.path):
             item.add_marker(pytest.mark.framework)
