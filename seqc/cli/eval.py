@@ -39,7 +39,10 @@ def eval_cmd(
     spec: FileArg,
     experiment: ExpOpt,
     run_dir: RunDirOpt = None,
-    split: Annotated[str, typer.Option(help="dev or test.")] = "dev",
+    split: Annotated[
+        str | None,
+        typer.Option(help="dev or test (default: dev; test with --manifest).", show_default=False),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -60,20 +63,50 @@ def eval_cmd(
             "chrF; translations in RUN/eval/ARTIFACT-SPLIT, -TASK after it in a multi-task run).",
         ),
     ] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--by",
+            help="A speech task's WER and CER per group of this manifest field too (voice, "
+            "engine, ...); repeat for several. Written to RUN/eval/STEP-SPLIT/scores.json.",
+        ),
+    ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            help="Score a speech model on this manifest of wavs and transcripts (JSON Lines, "
+            "audio paths relative to it) in place of the spec's split.",
+        ),
+    ] = None,
 ) -> None:
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
     decoded translations when the task lists them, with sacreBLEU's signatures, the
     hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task.
     With --artifact: an exported translator's BLEU and chrF on the split, decoded as the
-    checkpoint's are."""
+    checkpoint's are. With --by FIELD, a speech task's WER and CER per group of a manifest field;
+    with --manifest FILE, on your own recordings."""
     if backend is not None:  # a bad --backend fails before the data is read, not after
         registry.check_backend(backend)
     run_dir = run_dir or Path("runs") / experiment
+    split = split or ("test" if manifest is not None else "dev")
+    set_ = list(set_ or [])
+    if manifest is not None:
+        from seqc.run.scoring.own_manifest import manifest_override
+
+        set_.append(manifest_override(spec, experiment, set_, task, split, manifest))
+        limit = 0 if limit is None else limit  # your own recordings: all of them
     if limit is None:  # a test figure is reported on the whole split; dev is a quick look
         limit = 0 if split == "test" else DEV_LIMIT
     reporter = ConsoleReporter()
     if artifact is not None:
         from seqc.run.export.artifact import load_artifact
+
+        if by or manifest is not None:
+            raise UsageError(
+                "--by and --manifest score a speech checkpoint; --artifact scores a translator",
+                code="conflicting-options",
+                hint="leave out --artifact to score the run's checkpoint",
+            )
         from seqc.run.scoring.artifact_eval import eval_artifact
 
         if checkpoint is not None:
@@ -93,7 +126,7 @@ def eval_cmd(
             out.print(f"task {session.task}:")
         source = checkpoint or run_dir
         engine = run_backend(session, backend)
-        evaluate_checkpoint(session, source, engine, split, limit, run_dir, reporter)
+        evaluate_checkpoint(session, source, engine, split, limit, run_dir, reporter, by)
 
 
 COMMANDS = {"eval": eval_cmd}

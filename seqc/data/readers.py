@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,9 @@ from seqc.data.lines import read_lines
 from seqc.data.report import DropReport
 from seqc.resolve.values import CallValue
 from seqc.spec.errors import FileError, did_you_mean
+
+Scalar = str | int | float | bool
+"""A JSON line's field that `Example.fields` keeps."""
 
 READER_KINDS: tuple[str, ...] = ("text", "tsv", "jsonl", "audio_manifest")
 AUDIO_READER_KINDS: tuple[str, ...] = ("audio_manifest",)
@@ -62,6 +65,9 @@ class Example:
     file: str = ""
     line: int = 0
     audio: AudioClip | None = None
+    fields: Mapping[str, Scalar] | None = None
+    """A JSON line's other scalar fields (a speech manifest's `voice`, `engine`, `rate`): what
+    `seqc eval --by FIELD` groups its scores by. None for the line-based readers."""
 
     @property
     def location(self) -> str:
@@ -269,7 +275,7 @@ def read_jsonl(
     for lineno, loc, obj in _json_objects(path, encoding, drops, example):
         src = _field(obj, source, "source", loc, lineno)
         tgt = None if target is None else _field(obj, target, "target", loc, lineno)
-        yield Example(src, tgt, shown, lineno)
+        yield Example(src, tgt, shown, lineno, fields=_scalars(obj, (source, target)))
 
 
 def read_audio_manifest(
@@ -292,7 +298,18 @@ def read_audio_manifest(
         if not wav.is_absolute():
             wav = path.parent / wav
         clip = wav_info(wav, sample_rate, location=loc)
-        yield Example(display_path(wav), transcript, shown, lineno, clip)
+        yield Example(
+            display_path(wav), transcript, shown, lineno, clip, _scalars(obj, (audio, text))
+        )
+
+
+def _scalars(obj: dict[str, Any], taken: tuple[str | None, ...]) -> dict[str, Scalar] | None:
+    """A JSON object's scalar fields other than those the reader took (None if there are none):
+    nested values are left out, since a score is grouped by a value, not by a structure."""
+    kept = {
+        k: v for k, v in obj.items() if k not in taken and isinstance(v, str | int | float | bool)
+    }
+    return kept or None
 
 
 _FIELD_HINTS: dict[str, str] = {

@@ -179,3 +179,50 @@ def test_decode_reads_a_wav_from_stdin_and_several_wavs_in_order(trained, tmp_pa
     assert spoken.exit_code == 2 and "the input is text" in spoken.output
     twice = runner.invoke(app, [*checkpoint, "--input", "-", "--input", "-"], input=b"")
     assert twice.exit_code == 2 and "twice" in twice.output
+
+
+def test_eval_scores_each_voice_and_a_manifest_of_your_own(trained, tmp_path: Path) -> None:
+    """`seqc eval --by voice`: WER and CER per voice beside the overall figure, in the output
+    and in scores.json, with every transcript written beside them; `--manifest FILE` scores
+    any manifest of wavs (here two dev utterances, moved and given a field of their own)."""
+    from seqc.run.scoring.wer import error_rates
+
+    base, run, data, _ = trained
+    args = ["eval", *base, "--run-dir", str(run), "--split", "dev"]
+    result = runner.invoke(app, [*args, "--by", "voice", "--by", "form"])
+    assert result.exit_code == 0, result.output
+    assert "dev by voice:" in result.stdout and "dev by form:" in result.stdout
+    (folder,) = (run / "eval").glob("*-dev")
+    scores = json.loads((folder / "scores.json").read_text())
+    hyps = (folder / "hypotheses.txt").read_text().splitlines()
+    refs = (folder / "references.txt").read_text().splitlines()
+    audio = (folder / "audio.txt").read_text().splitlines()
+    assert len(hyps) == len(refs) == len(audio) == scores["utterances"] == TINY["dev"]
+    assert f"dev_wer: {scores['wer']:.2f}" in result.stdout
+    lines = [json.loads(x) for x in (data / "dev.jsonl").read_text().splitlines()]
+    voice = {str(data / x["audio"]): x["voice"] for x in lines}
+    for name, group in scores["by"]["voice"].items():
+        rows = [i for i, a in enumerate(audio) if voice[str(Path(a).resolve())] == name]
+        again = error_rates([hyps[i] for i in rows], [refs[i] for i in rows])
+        assert group["utterances"] == len(rows) and group["wer"] == pytest.approx(again["wer"])
+        assert f"  {name}" in result.stdout
+    assert sum(g["words"] for g in scores["by"]["voice"].values()) == scores["words"]
+
+    typo = runner.invoke(app, [*args, "--by", "voce"])
+    assert typo.exit_code == 2 and "unknown-field" in typo.output and "voice" in typo.output
+    assert "Traceback" not in typo.output
+
+    mine = tmp_path / "mine"
+    (mine / "clips").mkdir(parents=True)
+    own = []
+    for x in lines[:2]:
+        (mine / "clips" / Path(x["audio"]).name).write_bytes((data / x["audio"]).read_bytes())
+        own.append({"audio": f"clips/{Path(x['audio']).name}", "text": x["text"], "who": "me"})
+    (mine / "m.jsonl").write_text("".join(json.dumps(x) + "\n" for x in own))
+    base_eval = ["eval", *base, "--run-dir", str(run)]
+    result = runner.invoke(app, [*base_eval, "--manifest", str(mine / "m.jsonl"), "--by", "who"])
+    assert result.exit_code == 0, result.output
+    assert "test_wer:" in result.stdout and "(2 utterances" in result.stdout
+    assert "test by who:" in result.stdout
+    missing = runner.invoke(app, [*base_eval, "--manifest", str(mine / "gone.jsonl")])
+    assert missing.exit_code == 2 and "no manifest at" in missing.output

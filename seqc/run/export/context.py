@@ -203,9 +203,9 @@ def dev_wer(ctx: Context, logits: Any = None, decoder: Generator | None = None) 
     pipeline = ctx.session.pipeline
     split = dev_split(ctx.session)
     if logits is not None:
-        hyps, refs = transcribe_ctc(logits, pipeline, split, None, ctx.wer_examples)
+        hyps, refs, _ = transcribe_ctc(logits, pipeline, split, None, ctx.wer_examples)
     else:
-        hyps, refs = transcribe_attention(decoder, pipeline, split, GREEDY, ctx.wer_examples)
+        hyps, refs, _ = transcribe_attention(decoder, pipeline, split, GREEDY, ctx.wer_examples)
     scores = score_transcripts(hyps, refs)
     return {"wer": float(scores["wer"]), "cer": float(scores["cer"])}
 

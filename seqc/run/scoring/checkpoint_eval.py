@@ -18,6 +18,7 @@ from seqc.compiler.config import DecodeConfig
 from seqc.run.report import PlainReporter, Reporter
 from seqc.run.session import Session
 from seqc.run.weights.restore import restore
+from seqc.spec.errors import UsageError
 
 
 def evaluate_checkpoint(
@@ -28,9 +29,11 @@ def evaluate_checkpoint(
     limit: int,
     run_dir: Path,
     reporter: Reporter | None = None,
+    by: list[str] | None = None,
 ) -> None:
     """Score the weights at `source` on `split` (decoding its first `limit` examples for
-    BLEU/chrF or WER/CER; 0: all) on `backend`, and report each figure."""
+    BLEU/chrF or WER/CER; 0: all) on `backend`, and report each figure; a speech task's WER and
+    CER also per group of each manifest field in `by`."""
     from seqc.run.scoring.evaluate import evaluate
 
     reporter = reporter or PlainReporter()
@@ -41,21 +44,28 @@ def evaluate_checkpoint(
     reporter.result(
         f"checkpoint: step {weights.step} of {weights.path} ({registry.title(weights.backend)})"
     )
+    if by:  # a misspelt field, or a task without transcripts: said before any scoring
+        from seqc.run.scoring.breakdown import check_field
+
+        if session.pipeline.task != "asr":
+            raise UsageError(
+                f"--by groups a speech task's WER and CER; task `{session.task}` is not one",
+                code="by-needs-speech",
+                hint="leave out --by",
+            )
+        for field in by:
+            check_field(session.pipeline.splits[split].examples, field, split)
     scores = evaluate(model, params, session.pipeline, split)
     for k, v in scores.items():
         reporter.result(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
     metrics = {m.kind for m in session.task_config["metrics"]}
     if session.pipeline.task == "asr" and metrics & {"wer", "cer"}:
-        from seqc.run.scoring.transcribe import score_model
+        from seqc.run.scoring.asr_eval import evaluate_speech
 
-        strategy = session.compiled.decode
-        w = score_model(model, params, session.pipeline, split, strategy, limit)
-        for hyp, ref in w["samples"]:
-            reporter.info(f"  hyp: {hyp}\n  ref: {ref}")
-        reporter.result(
-            f"{split}_wer: {w['wer']:.2f}  ({w['examples']} utterances, {w['words']} words)"
+        folder = eval_dir(run_dir, session, weights, split)
+        evaluate_speech(
+            session, model, params, weights, split, limit, by or [], run_dir, folder, reporter
         )
-        reporter.result(f"{split}_cer: {w['cer']:.2f}")
     if session.pipeline.task == "seq2seq" and metrics & {"bleu", "chrf"}:
         from seqc.run.decoding.decoders import decoder_for
         from seqc.run.decoding.defaults import default_strategy
@@ -87,11 +97,9 @@ def write_eval(
     run), where a reported figure can be checked and rescored; a later eval of the same
     checkpoint and split replaces the folder whole."""
     from seqc.run.rundir.lock import unwritable
-    from seqc.run.scoring.translate import eval_folder, write_translations
-    from seqc.run.session import several_tasks
+    from seqc.run.scoring.translate import write_translations
 
-    tag = checkpoint_tag(run_dir, Path(weights.path), weights.step)
-    folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
+    folder = eval_dir(run_dir, session, weights, split)
     facts = {
         "task": session.task,
         "split": split,
@@ -104,6 +112,15 @@ def write_eval(
     except OSError as e:
         raise unwritable(run_dir, e) from None
     return folder
+
+
+def eval_dir(run_dir: Path, session: Session, weights: Weights, split: str) -> Path:
+    """Where the evaluation of `weights` on `split` is written: RUN/eval/TAG-SPLIT(-TASK)."""
+    from seqc.run.scoring.translate import eval_folder
+    from seqc.run.session import several_tasks
+
+    tag = checkpoint_tag(run_dir, Path(weights.path), weights.step)
+    return eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
 
 
 def checkpoint_tag(run_dir: Path, source: Path, step: int) -> str:

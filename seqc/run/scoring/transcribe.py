@@ -146,8 +146,9 @@ def transcribe_ctc(
     split: str,
     strategy: DecodeConfig | None,
     limit: int = 0,
-) -> tuple[list[str], list[str]]:
-    """Hypotheses and references for the first `limit` utterances of `split` (all if 0)."""
+) -> tuple[list[str], list[str], list[int]]:
+    """Hypotheses, references and the utterances' indices in the split, for the first `limit`
+    utterances of `split` (all if 0), in split order."""
     kind, width = ctc_strategy(strategy)
     tok = pipeline.target_tokenizer
     examples = pipeline.splits[split].examples
@@ -165,12 +166,12 @@ def transcribe_ctc(
         if limit and len(hyps) >= limit:
             break
     order = sorted(hyps)[: limit or None]
-    return [hyps[i] for i in order], [examples[i].target or "" for i in order]
+    return [hyps[i] for i in order], [examples[i].target or "" for i in order], order
 
 
 def transcribe_attention(
     decoder: Generator, pipeline: InputPipeline, split: str, strategy: DecodeConfig, limit: int = 0
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[int]]:
     """The same for an attention decoder: each utterance's audio is the decoder's source."""
     tok = pipeline.target_tokenizer
     examples = pipeline.splits[split].examples
@@ -184,13 +185,24 @@ def transcribe_attention(
         if limit and len(hyps) >= limit:
             break
     order = sorted(hyps)
-    return [hyps[i] for i in order], [examples[i].target or "" for i in order]
+    return [hyps[i] for i in order], [examples[i].target or "" for i in order], order
 
 
-def score_transcripts(hyps: list[str], refs: list[str]) -> dict[str, Any]:
-    """WER and CER (percent) with their counts, and three samples to print."""
+def score_transcripts(
+    hyps: list[str], refs: list[str], indices: list[int] | None = None
+) -> dict[str, Any]:
+    """WER and CER (percent) with their counts, and three samples to print; and every
+    utterance's `hypotheses`, `references` and `indices` in the split, to write beside the
+    scores or group them (`seqc.run.scoring.breakdown`)."""
     rates = error_rates(hyps, refs)
-    return {**rates, "examples": len(hyps), "samples": list(zip(hyps[:3], refs[:3], strict=True))}
+    return {
+        **rates,
+        "examples": len(hyps),
+        "samples": list(zip(hyps[:3], refs[:3], strict=True)),
+        "hypotheses": hyps,
+        "references": refs,
+        "indices": list(range(len(hyps))) if indices is None else indices,
+    }
 
 
 def score_model(
@@ -203,14 +215,14 @@ def score_model(
 ) -> dict[str, Any]:
     """WER and CER of a backend's model on `split` (CTC or attention decoder)."""
     if model.task.ctc:
-        hyps, refs = transcribe_ctc(
+        hyps, refs, order = transcribe_ctc(
             lambda arrays: model.logits(params, arrays), pipeline, split, strategy, limit
         )
-        return score_transcripts(hyps, refs)
+        return score_transcripts(hyps, refs, order)
     from seqc.run.decoding.search import Decoder
 
     tok = pipeline.target_tokenizer
     decoder = Decoder(model, params, tok.bos_id, tok.eos_id, tok.pad_id)
     strategy = strategy or GREEDY
-    hyps, refs = transcribe_attention(decoder, pipeline, split, strategy, limit)
-    return score_transcripts(hyps, refs)
+    hyps, refs, order = transcribe_attention(decoder, pipeline, split, strategy, limit)
+    return score_transcripts(hyps, refs, order)

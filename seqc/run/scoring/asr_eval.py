@@ -1,0 +1,100 @@
+"""A speech checkpoint's `seqc eval`: WER and CER on a split, overall and, with `--by FIELD`,
+per group of a manifest field, printed and written to RUN/eval/STEP-SPLIT/ with every
+utterance's transcript, where a reported figure can be checked and rescored (`scores.json`,
+`hypotheses.txt`, `references.txt`, `audio.txt`, line N of each the split's utterance N)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from seqc.backends.api import Model, Weights
+from seqc.run.report import Reporter
+from seqc.run.scoring.breakdown import check_field, group_of, rates_by, table
+from seqc.run.scoring.transcribe import score_model
+from seqc.run.session import Session
+
+ASR_FILES = ("audio.txt", "hypotheses.txt", "references.txt", "scores.json")
+"""What `write_transcripts` puts in its folder: the first three line up."""
+
+COUNTS = ("words", "substitutions", "deletions", "insertions", "chars", "char_edits")
+
+
+def evaluate_speech(
+    session: Session,
+    model: Model,
+    params: Any,
+    weights: Weights,
+    split: str,
+    limit: int,
+    by: list[str],
+    run_dir: Path,
+    folder: Path,
+    reporter: Reporter,
+) -> None:
+    """Transcribe the first `limit` utterances of `split` (0: all), report WER and CER overall
+    and per group of each field in `by`, and write them with the transcripts to `folder`."""
+    examples = session.pipeline.splits[split].examples
+    for field in by:  # a misspelt field fails before minutes of decoding, not after
+        check_field(examples, field, split)
+    w = score_model(model, params, session.pipeline, split, session.compiled.decode, limit)
+    for hyp, ref in w["samples"]:
+        reporter.info(f"  hyp: {hyp}\n  ref: {ref}")
+    reporter.result(
+        f"{split}_wer: {w['wer']:.2f}  ({w['examples']} utterances, {w['words']} words)"
+    )
+    reporter.result(f"{split}_cer: {w['cer']:.2f}")
+    used = [examples[i] for i in w["indices"]]
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for field in by:
+        rates = rates_by([group_of(ex, field) for ex in used], w["hypotheses"], w["references"])
+        groups[field] = rates
+        reporter.result(f"{split} by {field}:")
+        for line in table(field, rates):
+            reporter.result(line)
+    facts = {
+        "task": session.task,
+        "split": split,
+        "limit": limit,
+        "checkpoint": {"step": weights.step, "path": str(weights.path), "backend": weights.backend},
+        "decode": session.compiled.decode.to_json() if session.compiled.decode else "greedy",
+    }
+    write_transcripts(folder, w, [ex.source for ex in used], groups, facts, run_dir)
+    reporter.result(f"{split} transcripts and scores: {folder}")
+
+
+def write_transcripts(
+    folder: Path,
+    scored: dict[str, Any],
+    audio: list[str],
+    groups: dict[str, dict[str, dict[str, Any]]],
+    facts: dict[str, Any],
+    run_dir: Path,
+) -> None:
+    """The transcripts, one per line in split order, and `scores.json` (WER, CER, their counts,
+    each `--by` field's groups, `facts`), replacing an earlier evaluation's folder whole."""
+    from seqc.run.rundir.lock import unwritable
+    from seqc.run.rundir.outputs import write_folder
+
+    record = {
+        **facts,
+        "wer": scored["wer"],
+        "cer": scored["cer"],
+        "utterances": scored["examples"],
+        **{k: scored[k] for k in COUNTS},
+        "by": groups,
+    }
+    names = dict(zip(("audio", "hyps", "refs", "scores"), ASR_FILES, strict=True))
+    try:
+        write_folder(
+            folder,
+            {
+                names["audio"]: audio,
+                names["hyps"]: scored["hypotheses"],
+                names["refs"]: scored["references"],
+                names["scores"]: json.dumps(record, indent=2, default=str) + "\n",
+            },
+        )
+    except OSError as e:
+        raise unwritable(run_dir, e) from None
