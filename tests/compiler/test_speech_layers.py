@@ -261,3 +261,40 @@ def test_joint_ctc_is_the_weighted_sum_of_its_terms_on_both_backends() -> None:
 
     got = float(tf_loss({k: tf.constant(v) for k, v in arrays.items()}))
     assert got == pytest.approx(float(joint[0]), rel=1e-4)
+
+
+@pytest.mark.parametrize("variance", [False, True])
+def test_utterance_norm_is_each_utterance_s_own_statistics_on_both_backends(
+    variance: bool,
+) -> None:
+    """UtteranceNorm against numpy: each bin's mean (and standard deviation) over the real
+    frames only, padding frames out as 0, the same with the padding cut off, JAX = TF."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 9, 4)) * 3.0 + rng.standard_normal((1, 1, 4)) * 5.0).astype(
+        np.float32
+    )
+    lengths = [9, 5]
+    mask = np.arange(9)[None, :] < np.asarray(lengths)[:, None]
+    graph = build(
+        "UtteranceNorm",
+        [f32("B", "T", 4)],
+        {"mask": TensorType("bool", ("B", "T"))},
+        variance=variance,
+    )
+    ours = run(graph, {}, {"x0": x, "mask": mask})
+    for r, n in enumerate(lengths):
+        real = x[r, :n].astype(np.float64)
+        want = real - real.mean(0)
+        if variance:
+            want = want / np.sqrt(real.var(0) + 1e-5)
+        np.testing.assert_allclose(ours[r, :n], want, rtol=1e-4, atol=1e-4)
+        assert not ours[r, n:].any()  # padding frames carry nothing
+        alone = run(graph, {}, {"x0": x[r : r + 1, :n], "mask": mask[r : r + 1, :n]})
+        np.testing.assert_allclose(alone[0], ours[r, :n], rtol=1e-5, atol=1e-5)
+    theirs = tf_run_graph(graph, {}, {"x0": x, "mask": mask}, TfCtx())[0].numpy()
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+    bare = build("UtteranceNorm", [f32("B", "T", 4)], variance=variance)  # no mask: all frames
+    everything = run(bare, {}, {"x0": x})
+    np.testing.assert_allclose(everything[0], ours[0], rtol=1e-5, atol=1e-5)
+    with pytest.raises(CheckError, match="takes the features' frame mask"):
+        build("UtteranceNorm", [f32("B", "T", 4)], {"mask": TensorType("bool", ("B", "N"))})

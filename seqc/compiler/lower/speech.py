@@ -1,5 +1,5 @@
-"""Speech layers lowered to primitives: the log-mel front end, SpecAugment, Conv2DSubsampling and
-the Conformer block.
+"""Speech layers lowered to primitives: the log-mel front end, SpecAugment, UtteranceNorm,
+Conv2DSubsampling and the Conformer block.
 
 The front end is a strided convolution whose fixed kernel holds a windowed DFT (cosines and
 sines), so the features are computed by the same conv primitive in JAX, TF, ONNX and TFLite and
@@ -162,6 +162,45 @@ def _spec_augment(b: GraphBuilder, c: LayerCall) -> int:
     return b.spec_augment(
         x, int(a["freq_masks"]), int(a["freq_width"]), int(a["time_masks"]), int(a["time_width"])
     )
+
+
+@lowering("UtteranceNorm")
+def _utterance_norm(b: GraphBuilder, c: LayerCall) -> int:
+    """Mean (and variance) over each utterance's real frames, per bin: sums over the masked
+    frames divided by their count (at least 1, so an empty row stays finite)."""
+    c.allow_kwargs("mask")
+    x = c.one_input()
+    _check_rank(b, c, x, "features [B, T, bins]", 3)
+    mask = c.kwargs.get("mask")
+    bsz, t, _ = b.type(x).shape
+    if mask is not None and b.type(mask).shape != (bsz, t):
+        raise CheckError(
+            f"`{c.path}` (UtteranceNorm) takes the features' frame mask",
+            span=c.span,
+            code="shape-mismatch",
+            expected=f"bool[{bsz}, {t}]",
+            found=str(b.type(mask)),
+        )
+    x = b.cast(x, "float32")
+    if mask is None:
+
+        def mean(v: int) -> int:
+            return b.reduce("reduce_mean", v, (1,))
+
+    else:
+        m = b.reshape(b.cast(mask, "float32"), (bsz, t, 1))
+        count = b.binary("maximum", b.reduce("reduce_sum", m, (1,)), b.constant(1.0))
+
+        def mean(v: int) -> int:
+            return b.binary("div", b.reduce("reduce_sum", b.binary("mul", v, m), (1,)), count)
+
+    y = b.binary("sub", x, mean(x))
+    if c.args.get("variance"):
+        var = mean(b.unary("square", y))
+        y = b.binary(
+            "mul", y, b.unary("rsqrt", b.binary("add", var, b.constant(float(c.args["eps"]))))
+        )
+    return y if mask is None else b.binary("mul", y, m)
 
 
 # ------------------------------------------------------------------------- subsampling

@@ -72,6 +72,21 @@ declare(
 
 declare(
     NAMESPACE,
+    "UtteranceNorm",
+    "Per-utterance mean normalisation of features over time (cepstral mean normalisation; with "
+    "`variance = true`, mean and variance): each feature bin's mean over the utterance's real "
+    "frames is subtracted (and the result divided by the bin's standard deviation over them): "
+    "[B, T, bins] -> [B, T, bins]. Takes `mask = frame_mask`: padding frames neither count "
+    "nor keep a value (they come out 0); without a mask every frame counts. Why: a voice's or "
+    "a channel's constant colouring is an offset of the log-mel features, which this removes "
+    "from each utterance on its own, in training and in every export alike (a deployed model "
+    "normalises what it hears, with no statistics to carry). Has no weights.",
+    param("variance", BOOL, False, "Divide by each bin's standard deviation too."),
+    param("eps", FLOAT, 1e-5, "Added to the variance before its square root.", range=POSITIVE),
+)
+
+declare(
+    NAMESPACE,
     "Conv2DSubsampling",
     "Two 3x3 convolutions with stride 2 over (time, feature), each followed by a ReLU, then a "
     "linear map to `d`: [B, T, bins] -> [B, T', d] with T' = ((T - 3) // 2 - 1) // 2 + 1 "
