@@ -122,6 +122,7 @@ FRAMEWORK_FREE = {
     "frontend": {"*"},
     "compiler": {"placement_algorithms", "placement_graph", "typed_config"},
     "data": {
+        "augment",
         "data_bucketing",
         "data_readers",
         "gzip_readers",

@@ -29,6 +29,7 @@ def check_run(resolved: ResolvedExperiment, several: bool = False) -> None:
     processes (known to `seqc train` only; `seqc check` asks about one)."""
     check_mesh_devices(resolved)
     check_async_placement(resolved)
+    check_augment(resolved)
     if len(resolved.tasks) > 1:
         mix_weights(resolved)
         check_multitask(resolved, several)
@@ -137,6 +138,23 @@ def check_async_placement(resolved: ResolvedExperiment) -> None:
         hint="set distribution.placement = single",
         notes=notes_at(resolved, at, ("distribution.sync", '`sync = "async"` is set here')),
     )
+
+
+def check_augment(resolved: ResolvedExperiment) -> None:
+    """Augmentation (`input.augment`) transforms audio: an input of text has none to change."""
+    for task in resolved.tasks:
+        cfg = resolved.config[task]["input"]
+        train = cfg.get("train")
+        if not cfg.get("augment") or getattr(train, "kind", None) == "audio_manifest":
+            continue
+        at = where(resolved, f"{task}.input.augment")
+        raise CheckError(
+            f"task `{task}`'s input `{cfg.get('name', 'input')}` reads text; `augment` "
+            "transforms the audio of a speech input",
+            span=at,
+            code="augment-needs-audio",
+            hint="remove `augment`, or read the training data with audio_manifest(...)",
+        )
 
 
 # ------------------------------------------------------------- what is not implemented yet

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seqc.data.audio import too_short
+from seqc.data.augment import augmenter
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import (
     DEFAULT_BATCH_SIZE,
@@ -253,6 +254,8 @@ class InputPipeline:
                     self.label_length = own
                 data.label_length = max(own, self.label_length)
             data.batcher = self._batcher(split, data.lengths(), data.location, data.drops)
+            if split == "train" and self.task == "asr":
+                data.augment = augmenter(cfg.get("augment") or (), self.seed)
             self.splits[split] = data
         self.splits = {split: self.splits[split] for split in readers}
 
@@ -355,7 +358,7 @@ class InputPipeline:
             def make(step: int) -> Batch:
                 plan = batcher.plan_for_step(step)
                 local = local_rows(plan.bucket.batch_size) if local_rows else None
-                return data.materialise(plan.bucket, plan.indices, local)
+                return data.materialise(plan.bucket, plan.indices, local, step=step)
 
             return BatchStream(make, start_step)
         plan = batcher.plan(0, shuffle=False)

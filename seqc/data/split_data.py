@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from seqc.data.audio import read_wav, to_float
+from seqc.data.augment import Augmenter
 from seqc.data.batch import Batch, TaskKind
 from seqc.data.bucketing import Bucket, BucketBatcher, pad
 from seqc.data.errors import DataError
@@ -64,6 +65,9 @@ class SplitData:
     """Speech: L, the padded length of every token array of this split's batches."""
     drops: DropReport = field(default_factory=DropReport)
     batcher: BucketBatcher | None = None
+    augment: Augmenter | None = None
+    """Speech, train split: the input's augmentations (`seqc.data.augment`), applied to the
+    batches of a training step (`materialise(..., step=)`)."""
 
     # ------------------------------------------------------------------ what it holds
 
@@ -217,17 +221,22 @@ class SplitData:
     # ------------------------------------------------------------------ batches
 
     def materialise(
-        self, bucket: Bucket, indices: tuple[int, ...], local: tuple[int, int] | None = None
+        self,
+        bucket: Bucket,
+        indices: tuple[int, ...],
+        local: tuple[int, int] | None = None,
+        step: int | None = None,
     ) -> Batch:
         """The batch of these sequences, padded to the bucket's shape. With `local` (rows
         [lo, hi): what this process's devices take of the batch), only those rows' ids are
         read from disk (and, for speech, their wavs); every row keeps its masks, from the
-        lengths, and the other rows' ids are zeros that no device of this process reads."""
+        lengths, and the other rows' ids are zeros that no device of this process reads.
+        `step`: the training step the batch is for, which seeds its augmentation (speech)."""
         rows, length = bucket.batch_size, bucket.bound
         f = self.framing
         mine = _reads(len(indices), local)
         if self.task == "asr":
-            return self._speech(bucket, indices, mine)
+            return self._speech(bucket, indices, mine, step)
         if self.task == "lm":
             pairs = [
                 self._lm(i) if r else self._lm_lengths(i)
@@ -281,17 +290,21 @@ class SplitData:
             return _after_bos(self.framing.bos, targets), targets
         return flat[lo - 1 : lo - 1 + len(targets)], targets
 
-    def _speech(self, bucket: Bucket, indices: tuple[int, ...], mine: list[bool]) -> Batch:
+    def _speech(
+        self, bucket: Bucket, indices: tuple[int, ...], mine: list[bool], step: int | None
+    ) -> Batch:
         rows, length = bucket.batch_size, bucket.bound
         assert self.audio is not None
         audio = np.zeros((rows, length), np.float32)
         audio_mask = np.zeros((rows, length), bool)
+        augment = self.augment if step is not None else None
         for r, i in enumerate(indices):
             example = self.audio[i]
             clip = example.audio
             assert clip is not None
             if not mine[r]:  # another process's row: its mask, from the wav's header
-                audio_mask[r, : clip.frames] = True
+                n = clip.frames if augment is None else augment.length(step, i, clip.frames, length)
+                audio_mask[r, :n] = True
                 continue
             samples = read_wav(clip.path, clip.sample_rate, location=example.location)
             if len(samples) != clip.frames:
@@ -303,8 +316,11 @@ class SplitData:
                     found=f"{len(samples)} samples",
                     hint="do not rewrite a corpus while a run reads it",
                 )
-            audio[r, : len(samples)] = to_float(samples)
-            audio_mask[r, : len(samples)] = True
+            wave = to_float(samples)
+            if augment is not None:
+                wave = augment(wave, step, i, length)
+            audio[r, : len(wave)] = wave
+            audio_mask[r, : len(wave)] = True
         f, label_length = self.framing, self.label_length
         with_eos = [self._side("target", i, r) for i, r in zip(indices, mine, strict=True)]
         labels, label_mask = pad([t[:-1] for t in with_eos], rows, label_length, f.pad)

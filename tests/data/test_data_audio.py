@@ -266,3 +266,32 @@ def test_load_wav_for_a_single_file(tmp_path: Path) -> None:
     with pytest.raises(DataError) as info:
         load_wav(tmp_path / "utt.wav", 8000)
     assert info.value.code == "wrong-sample-rate" and "utt.wav" in info.value.render()
+
+
+def test_augmented_training_batches_are_the_step_s_and_resume_exactly(tmp_path: Path) -> None:
+    """`augment`: the train split's utterances are perturbed (their masks follow the new
+    lengths, within the bucket), the same at a step however the run got there; dev is not."""
+    augment = (
+        make_call("augment", "speed", [0.8, 1.25]),
+        make_call("augment", "noise", [20, 20], p=1.0),
+    )
+    plain = InputPipeline(speech_input(tmp_path), base_dir=tmp_path)
+    pipe = InputPipeline(speech_input(tmp_path, augment=augment), base_dir=tmp_path)
+    first = list(itertools.islice(pipe.batches("train"), 8))
+    again = list(itertools.islice(pipe.batches("train", start_step=5), 3))
+    for a, b in zip(first[5:], again, strict=True):
+        np.testing.assert_array_equal(a["audio"], b["audio"])
+        np.testing.assert_array_equal(a["audio_mask"], b["audio_mask"])
+    aug = pipe.splits["train"].augment
+    assert aug is not None and plain.splits["train"].augment is None
+    frames = [e.audio.frames for e in pipe.splits["train"].audio]
+    changed = 0
+    for step, (batch, same) in enumerate(zip(first, plain.batches("train"), strict=False)):
+        assert batch.indices == same.indices  # augmentation changes the audio, not the plan
+        for r, i in enumerate(batch.indices):
+            n = aug.length(step, i, frames[i], batch.bucket)
+            assert batch["audio_mask"][r].sum() == n <= batch.bucket
+            changed += n != frames[i]
+    assert changed  # some utterances were slowed or sped up
+    for a, b in zip(pipe.batches("dev"), plain.batches("dev"), strict=True):
+        np.testing.assert_array_equal(a["audio"], b["audio"])  # dev is never augmented

@@ -44,9 +44,11 @@ class TaskSteps:
         self.units = {session.task: Unit(session, model, lambda p: p)}
         self.several = False
         # A parameter-server model's workers read their own batches (other models ignore it),
-        # unless a sampled loss's candidates are attached: their labels' expected counts are
-        # computed here from the batch's ids, so the chief reads them and the batch travels.
-        if self.candidates is None:
+        # unless a sampled loss's candidates are attached (their labels' expected counts are
+        # computed here from the batch's ids) or the audio is augmented (on the host, by the
+        # pipeline): then the chief reads them and the batch travels.
+        augmented = session.pipeline.splits["train"].augment is not None
+        if self.candidates is None and not augmented:
             model.read_on_workers(session.pipeline.row_records("train"))
 
     def initial(self) -> dict[str, Any]:

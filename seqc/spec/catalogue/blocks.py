@@ -87,6 +87,13 @@ block(
     param("shuffle_buffer", EVERY, 10000, "Examples held in the shuffle buffer; 0 for no shuffle."),
     param("seed", SEED, 1, "Seed of the shuffling order."),
     param("lowercase", BOOL, False, "Lowercase all text before tokenising."),
+    param(
+        "augment",
+        list_of(kind("augment")),
+        [],
+        "Augmentations of an audio input's training utterances, in order (`[speed([0.9, 1.0, "
+        "1.1]), noise([10, 30], p = 0.5)]`); the train split only, seeded by `seed`.",
+    ),
 )
 
 block(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from seqc.spec.kinds import REGISTRY, declare, param
+from seqc.spec.kinds import REGISTRY, Relation, declare, param
 from seqc.spec.types import (
     BOOL,
     FLOAT,
@@ -24,6 +24,7 @@ from seqc.spec.types import (
     STR,
     Type,
     between,
+    list_of,
     one_of,
     optional,
 )
@@ -173,4 +174,61 @@ declare(
     "tokenizer",
     "bytes",
     "One token per UTF-8 byte (256 ids plus special tokens); needs no training.",
+)
+
+# --- augmentation ------------------------------------------------------------------------------
+
+REGISTRY.docs["augment"] = (
+    "Augmentation of an audio input's training utterances, in the input block's `augment` list: "
+    "applied on the host to the train split only, each utterance's draws seeded by the input's "
+    "seed, the step and the utterance, so a resumed run sees the same batches."
+)
+
+declare(
+    "augment",
+    "speed",
+    "Speed perturbation: each training utterance resampled to play `factor` times as fast "
+    "(lasting 1 / factor as long, its pitch and formants moved by the factor), the factor one "
+    "of `rates` (with `range = true`, drawn uniformly between the lowest and highest), with "
+    "probability `p`. A factor that would lengthen an utterance past its bucket's bound is "
+    "raised to what the bound allows.",
+    param(
+        "rates",
+        list_of(FLOAT.within(between(0.5, 2.0))),
+        [0.9, 1.0, 1.1],
+        "Speed factors to draw from (0.5 to 2).",
+    ),
+    param("p", FLOAT.within(between(0.0, 1.0)), 1.0, "Probability an utterance is perturbed."),
+    param("range", BOOL, False, "Draw uniformly between the lowest and highest rate."),
+    positional=("rates",),
+    relations=(
+        Relation(
+            "rates is not empty",
+            ("rates",),
+            lambda rates: len(rates) > 0,
+            "rates",
+            hint="give at least one factor, such as [0.9, 1.0, 1.1]",
+        ),
+    ),
+)
+
+declare(
+    "augment",
+    "noise",
+    "Additive noise: generated noise of a `colour` (white, pink: power falling as 1/f, brown: "
+    "1/f^2) mixed into a training utterance at a signal-to-noise ratio drawn uniformly from "
+    "`snr` (decibels, [low, high]), with probability `p`.",
+    param("snr", list_of(FLOAT), [10.0, 30.0], "[low, high] signal-to-noise ratio, in dB."),
+    param("colour", one_of("white", "pink", "brown"), "white", "Spectrum of the noise."),
+    param("p", FLOAT.within(between(0.0, 1.0)), 0.5, "Probability an utterance gets noise."),
+    positional=("snr",),
+    relations=(
+        Relation(
+            "snr is [low, high] with low <= high",
+            ("snr",),
+            lambda snr: len(snr) == 2 and snr[0] <= snr[1],
+            "snr",
+            hint="give two numbers, the lower first: snr = [10, 30]",
+        ),
+    ),
 )

@@ -1,0 +1,99 @@
+"""Augmentation of training audio (`seqc.data.augment`, `augment = [...]` in an input block):
+each augmentation's invariant, determinism from (seed, step, utterance), and the spec's errors.
+
+Speed 0.9 makes an utterance 1/0.9 as long and its pitch 0.9 as high; a factor of 1 is the
+identity; noise mixed at an SNR gives that SNR; pink and brown noise fall as 1/f and 1/f^2."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from seqc.cli import app
+from seqc.data.augment import Augmenter, Noise, Speed, coloured, mix, resample, stretched
+
+RATE = 16_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sine(hz: float, seconds: float, amplitude: float = 0.3) -> np.ndarray:
+    t = np.arange(round(seconds * RATE)) / RATE
+    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def _peak_hz(x: np.ndarray) -> float:
+    spectrum = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.argmax(spectrum) * RATE / len(x))
+
+
+def test_speed_changes_length_and_pitch_by_its_factor() -> None:
+    x = _sine(440.0, 1.0)
+    slow, fast = resample(x, 0.9), resample(x, 1.1)
+    assert len(slow) == math.ceil(len(x) / 0.9) == stretched(len(x), 0.9)
+    assert len(fast) == math.ceil(len(x) / 1.1)
+    assert abs(_peak_hz(slow) - 440.0 * 0.9) < 2.0 and abs(_peak_hz(fast) - 440.0 * 1.1) < 2.0
+    np.testing.assert_array_equal(resample(x, 1.0), x)  # a factor of 1 is the identity
+
+
+def test_noise_is_mixed_at_the_snr_asked() -> None:
+    rng = np.random.default_rng(0)
+    x = _sine(300.0, 0.5, amplitude=0.05)  # quiet: nothing clips
+    for snr in (0.0, 10.0, 25.0):
+        noise = coloured("white", len(x), rng)
+        mixed = mix(x, noise, snr)
+        added = mixed.astype(np.float64) - x
+        measured = 10 * math.log10(np.mean(x.astype(np.float64) ** 2) / np.mean(added**2))
+        assert abs(measured - snr) < 0.01, (snr, measured)
+    assert not mix(np.zeros(100, np.float32), noise[:100], 10.0).any()  # silence stays silent
+
+
+@pytest.mark.parametrize(("colour", "slope"), [("white", 0.0), ("pink", -1.0), ("brown", -2.0)])
+def test_coloured_noise_falls_as_its_colour_says(colour: str, slope: float) -> None:
+    n = 1 << 16
+    x = coloured(colour, n, np.random.default_rng(1))
+    assert abs(float(np.mean(x**2)) - 1.0) < 1e-4 and abs(float(np.mean(x))) < 1e-6
+    power = np.abs(np.fft.rfft(x)) ** 2
+    f = np.arange(len(power))
+    low, high = power[(f >= 100) & (f < 200)].mean(), power[(f >= 1600) & (f < 3200)].mean()
+    octaves = math.log2(2400 / 150)  # the bands' centres, four octaves apart
+    measured = math.log2(high / low) / octaves
+    assert abs(measured - slope) < 0.25, measured
+
+
+def test_draws_are_the_step_s_and_the_utterance_s_and_fit_the_bucket() -> None:
+    aug = Augmenter(Speed((0.8, 1.0, 1.2)), Noise((5.0, 5.0), "pink", 1.0), seed=7)
+    x = _sine(200.0, 0.5)
+    bound = len(x) + 1000  # room for 1 / 1.2 less, not for 1 / 0.8 more
+    outs = {(s, i): aug(x, s, i, bound) for s in range(6) for i in range(3)}
+    for (s, i), out in outs.items():
+        np.testing.assert_array_equal(aug(x, s, i, bound), out)  # the same, asked again
+        assert len(out) == aug.length(s, i, len(x), bound) <= bound  # a mask without the wav
+    assert len({len(v) for v in outs.values()}) > 1  # several factors were drawn
+    assert any(not np.array_equal(outs[(0, 0)], outs[(s, 0)]) for s in range(1, 6))
+    assert max(len(v) for v in outs.values()) == bound  # 0.8 raised to what the bound allows
+    other = Augmenter(aug.speed, aug.noise, seed=8)
+    assert any(not np.array_equal(other(x, s, 0, bound), outs[(s, 0)]) for s in range(6))
+
+
+def _check(tmp_path: Path, augment: str, speech: bool = True) -> str:
+    spec = ROOT / "examples" / ("asr/spoken_numbers.seq" if speech else "lm/shakespeare.seq")
+    text = spec.read_text()
+    anchor = "  max_length = 6\n" if speech else "  tokenizer = sentencepiece("
+    assert anchor in text
+    text = text.replace(anchor, f"  augment = {augment}\n{anchor}", 1)
+    imports = str(spec.parent.parent / "common").replace("\\", "/")
+    (tmp_path / "s.seq").write_text(text.replace('import "../common/', f'import "{imports}/'))
+    result = CliRunner().invoke(app, ["check", str(tmp_path / "s.seq")])
+    return result.output
+
+
+def test_the_spec_s_augmentations_are_checked_at_their_line(tmp_path: Path) -> None:
+    ok = _check(tmp_path, '[speed([0.9, 1.0, 1.1]), noise([10, 30], colour = "pink", p = 0.5)]')
+    assert "error" not in ok, ok
+    assert "snr is [low, high]" in _check(tmp_path, "[noise([30, 10])]")
+    assert "s.seq:" in _check(tmp_path, "[speed([3.0])]")
+    assert "augment-needs-audio" in _check(tmp_path, "[speed([0.9, 1.1])]", speech=False)
