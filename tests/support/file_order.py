@@ -103,10 +103,11 @@ def order(items: list[pytest.Item], tests: Path) -> None:
 
 
 class Recorder:
-    """On the controlling process: every file's seconds, written when a whole run ends.
+    """On the controlling process: every file's seconds, written when a run ends.
 
-    A run of some files only (`pytest tests/run`, `-k`, `make test-fast`) updates their entries
-    and keeps the others'."""
+    A run of some files only (`pytest tests/run`) updates their entries and keeps the others';
+    a run that leaves out some tests of a file (`-k`, `-m`, `make test-fast`, a test's node id)
+    writes nothing, since its files' figures would be partial."""
 
     def __init__(self) -> None:
         self.wall: dict[str, float] = defaultdict(float)
@@ -119,8 +120,8 @@ class Recorder:
 
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.wall or exitstatus not in (0, 1):
-            return  # an interrupted run's figures are partial
+        if not self.wall or exitstatus not in (0, 1) or _filtered(session.config):
+            return  # an interrupted or filtered run's figures are partial
         record = _recorded()
         for name, wall in self.wall.items():
             record[name] = {"wall": round(wall, 2), "cpu": round(self.cpu[name], 2)}
@@ -129,3 +130,13 @@ class Recorder:
             part = RECORD.with_suffix(f".{os.getpid()}.part")
             part.write_text(json.dumps(dict(sorted(record.items())), indent=1))
             part.replace(RECORD)
+
+
+def _filtered(config: pytest.Config) -> bool:
+    """Whether the run selected tests within files (`-k`, `-m`, `file::test`)."""
+    return bool(
+        config.option.keyword
+        or config.option.markexpr
+        or any("::" in str(a) for a in config.args)
+        or config.option.lf
+    )
