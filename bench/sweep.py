@@ -8,13 +8,13 @@ Three sweeps of `lm.shakespeare.quick` (written to runs/bench-sweep/sweep.seq, w
 the example), each `seqc sweep` as a user runs it, timed side by side in one run:
 
 - `bench.asha` and `bench.full`: 16 trials over the peak learning rate, dropout and layers,
-  2 workers, the same TPE seed, with ASHA (min 50 steps, reduction 3) and without pruning;
+  2 workers, the same TPE seed, with ASHA (min 100 steps, reduction 3) and without pruning;
   the quick model's own values are each one's first trial (`--base-first`). Dev is scored every
-  50 steps in both (`--eval-every`), so ASHA has rungs at 50 and 150 of the 400 steps, and
-  with a third of each rung promoted it trains 16 x 50 + 16/3 x 100 + 16/9 x 250 = 1778 of the
-  6400 steps (3.6x fewer). With `--min-steps 100` (and dev every 100) the rungs are 100 and
-  300: 16 x 100 + 16/3 x 200 + 16/9 x 100 = 2844 steps, at most 2.25x before any overhead
-  (measured 1.48x).
+  100 steps in both (`--eval-every`), so ASHA's rungs are 100 and 300 of the 400 steps: with a
+  third of each rung promoted it trains 16 x 100 + 16/3 x 200 + 16/9 x 100 = 2844 of the 6400
+  steps, at most 2.25x fewer before any overhead (measured 1.48x). `--min-steps 50
+  --eval-every 50` has rungs at 50 and 150 (1778 steps, 3.6x fewer), but every trial pays
+  twice the evaluations and a pruned trial is mostly its fixed cost (measured 1.34x).
 - `bench.workers`: trials over the learning rate alone (their cost does not depend on it),
   one worker pinned to one core, then two workers pinned to one core each.
 
@@ -139,8 +139,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--steps", type=int, default=400, help="each trial's training steps")
-    ap.add_argument("--eval-every", type=int, default=50, help="dev scored every N steps")
-    ap.add_argument("--min-steps", type=int, default=50, help="ASHA's first rung")
+    ap.add_argument("--eval-every", type=int, default=100, help="dev scored every N steps")
+    ap.add_argument("--min-steps", type=int, default=100, help="ASHA's first rung")
     ap.add_argument("--skip-workers", action="store_true", help="leave out the worker runs")
     ap.add_argument("--workers-only", action="store_true", help="only the worker runs")
     ap.add_argument("--worker-trials", type=int, default=4, help="trials per worker")

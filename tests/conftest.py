@@ -28,7 +28,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import file_order
 import pytest
 import xla_cache
 from shared_runs import LmRuns
@@ -53,11 +52,7 @@ _OWN_CACHE = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     """The session's compilation caches, made once by the controlling process: xdist's workers
     and the processes tests start inherit the variables."""
-    config.pluginmanager.register(file_order.CpuMeter(), "seqc-cpu-meter")
-    if hasattr(config, "workerinput"):
-        return
-    config.pluginmanager.register(file_order.Recorder(), "seqc-file-order")
-    if os.environ.get(JAX_CACHE):
+    if os.environ.get(JAX_CACHE) or hasattr(config, "workerinput"):
         return
     folder = xla_cache.start()
     config.stash[_OWN_CACHE] = str(folder)
@@ -162,7 +157,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    file_order.order(items, TESTS)  # the longest files first, for the two workers
     for item in items:
         if not _framework_free(item.path):
             item.add_marker(pytest.mark.framework)

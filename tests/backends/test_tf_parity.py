@@ -187,6 +187,8 @@ LAYERS: dict[str, Callable[[], Graph]] = {
         upper_hz=3000.0,
     ),
     "SpecAugment-eval": lambda: build("SpecAugment", BTD),
+    "UtteranceNorm-masked": lambda: build("UtteranceNorm", BTD, MASK_T),
+    "UtteranceNorm-variance": lambda: build("UtteranceNorm", BTD, variance=True),
     "Conv2DSubsampling": lambda: build(
         "Conv2DSubsampling", [f32("B", 11, 9)], bins=9, d=6, channels=4
     ),

@@ -338,7 +338,8 @@ def valid_specs(draw: st.DrawFn) -> Spec:
     input_lines = [
         f"train = {draw(calls('reader', Ctx())).text}",
         f"tokenizer = {draw(calls('tokenizer', Ctx())).text}",
-        *draw(block_fields("input", Ctx(), skip=("train", "tokenizer"))),
+        # `augment` is for audio inputs only, which the drawn reader may not be
+        *draw(block_fields("input", Ctx(), skip=("train", "tokenizer", "augment"))),
     ]
     task = draw(names().filter(lambda s: s != data))
     task_lines = [

@@ -59,7 +59,7 @@ def test_two_workers_run_a_sweep_to_its_budget(
 
 
 def test_the_pruner_stops_the_trials_that_cannot_train(sweep_folder: Path) -> None:
-    spec = sweep_spec(sweep_folder, steps=120, every=10)  # long enough to be stopped early
+    spec = sweep_spec(sweep_folder, steps=60, every=10)  # long enough to be stopped early
     done = run_sweep(spec, "tiny.bad", "--dir", "sweep")
     assert done.returncode == 0, done.stdout + done.stderr
     trials = journal_study(sweep_folder / "sweep", "tiny.bad").get_trials()
@@ -68,7 +68,7 @@ def test_the_pruner_stops_the_trials_that_cannot_train(sweep_folder: Path) -> No
     assert pruned, done.stdout
     for t in pruned:
         assert t.params[LR] <= 1e-7  # only the learning rates that cannot train
-        assert t.user_attrs["stopped_at"] < 120
+        assert t.user_attrs["stopped_at"] < 60
         assert (Path(sweep_folder / t.user_attrs["run_dir"]) / "checkpoints").is_dir()
         assert f"trial {t.number}: pruned at step" in done.stdout
     good = [t for t in trials if t.params[LR] >= 1e-2]
@@ -76,7 +76,7 @@ def test_the_pruner_stops_the_trials_that_cannot_train(sweep_folder: Path) -> No
 
 
 def test_a_stopped_sweep_resumes_with_nothing_counted_twice(sweep_folder: Path) -> None:
-    spec = sweep_spec(sweep_folder, steps=400, every=20)
+    spec = sweep_spec(sweep_folder, steps=400, every=50)  # a checkpoint to stop after
     argv = sweep_argv(spec, "tiny.lr", "--trials", "1", "--dir", "sweep")
     proc = subprocess.Popen(
         argv, cwd=sweep_folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -116,7 +116,7 @@ def test_a_stopped_sweep_resumes_with_nothing_counted_twice(sweep_folder: Path) 
 
 
 def test_a_killed_worker_s_trial_fails_and_the_sweep_goes_on(sweep_folder: Path) -> None:
-    spec = sweep_spec(sweep_folder, steps=400, every=20)
+    spec = sweep_spec(sweep_folder, steps=400, every=50)  # a checkpoint to stop after
     argv = sweep_argv(spec, "tiny.lr", "--trials", "2", "--dir", "sweep")
     opts = {
         "cwd": sweep_folder,
