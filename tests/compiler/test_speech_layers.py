@@ -189,12 +189,14 @@ def test_mask_of_a_layer_that_keeps_the_rate_is_refused(tmp_path: Path) -> None:
 
 
 def test_ctc_model_without_a_mask_output_is_refused(tmp_path: Path) -> None:
-    text = (
+    text = (  # the first model, ConformerCTC, only
         SPEC.read_text()
         .replace(
-            "(float32[B, F, vocab], bool[B, F]) {\n    mask", "float32[B, F, vocab] {\n    mask"
+            "(float32[B, F, vocab], bool[B, F]) {\n    mask", "float32[B, F, vocab] {\n    mask", 1
         )
-        .replace("return out(encoder(x, mask = mask)), mask", "return out(encoder(x, mask = mask))")
+        .replace(
+            "return out(encoder(x, mask = mask)), mask", "return out(encoder(x, mask = mask))", 1
+        )
     )
     spec = tmp_path / "bad.seq"
     spec.write_text(text)
