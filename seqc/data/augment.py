@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqc.resolve.values import CallValue
+
 COLOURS = ("white", "pink", "brown")
 """Generated noise: flat spectrum, 1/f power, 1/f^2 power."""
 
@@ -146,11 +148,11 @@ def mix(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
     return np.clip(signal + scale * noise, -1.0, 1.0).astype(np.float32)
 
 
-def augmenter(calls: Sequence[object], seed: int) -> Augmenter | None:
+def augmenter(calls: Sequence[CallValue], seed: int) -> Augmenter | None:
     """The input block's `augment` list (resolved calls) as an Augmenter; None when empty."""
     speed = noise = None
     for call in calls:
-        kind, args = call.kind, dict(call.args)  # type: ignore[attr-defined]
+        kind, args = call.kind, dict(call.args)
         if kind == "speed":
             rates = tuple(float(r) for r in args["rates"])
             speed = Speed(rates, float(args["p"]), bool(args["range"]))
