@@ -249,8 +249,12 @@ def test_jax_and_tf_train_a_two_task_model_alike(tmp_path: Path, mix_by: str) ->
             for v in (np.asarray(value), runs["tf"].state["params"][name].numpy()):
                 assert np.abs(v).max() <= 10 * 1e-2 * 1.01, name
             continue
+        # A quarter of one Adam step (lr 1e-2): a step is about lr whatever the gradient's
+        # size, so an element whose gradient is near rounding noise may take part of a step
+        # differently on either backend (1.1e-3 on one element of blocks.0.attn.k.w, on an AMD
+        # EPYC with AVX2 only); a wrong gradient differs by whole steps.
         np.testing.assert_allclose(
-            np.asarray(value), runs["tf"].state["params"][name].numpy(), atol=1e-3, err_msg=name
+            np.asarray(value), runs["tf"].state["params"][name].numpy(), atol=2.5e-3, err_msg=name
         )
     info = json.loads((tmp_path / "jax" / "run.json").read_text())
     assert info["mix"]["by"] == mix_by and set(info["tasks"]) == {"a", "b"}
