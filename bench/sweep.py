@@ -68,10 +68,10 @@ experiment bench.quick extends lm.shakespeare.quick {{
 """
 
 
-def spec_text(trials: int, steps: int, every: int, min_steps: int) -> str:
+def spec_text(trials: int, steps: int, every: int, min_steps: int, reduction: int) -> str:
     """The bench's spec: the quick model at `steps`, scored on dev `every` steps, and its three
     sweeps."""
-    asha = f"\n  pruner = asha(min_steps = {min_steps}, reduction = 3)"
+    asha = f"\n  pruner = asha(min_steps = {min_steps}, reduction = {reduction})"
     lr = "    train.optimizer.lr.peak = loguniform(1e-3, 5e-3)"
     sweeps = [
         ("bench.asha", trials, SPACE, "tpe(seed = 0)", asha),
@@ -126,6 +126,21 @@ def worker_rates(spec: Path, per_worker: int) -> tuple[float, float]:
     return one, two
 
 
+def programs(name: str) -> int:
+    """Compiled programs in the sweep's shared cache (`seqc.run.sweep.compile_cache`)."""
+    return len(list((FOLDER / name / "xla").glob("*-cache")))
+
+
+def stopped_at(name: str) -> str:
+    """Where the trials ended: `steps x count`, pruned or complete."""
+    ends: dict[int, int] = {}
+    for t in study(FOLDER / name, name).get_trials():
+        if t.state in (TrialState.PRUNED, TrialState.COMPLETE) and t.intermediate_values:
+            last = max(t.intermediate_values)
+            ends[last] = ends.get(last, 0) + 1
+    return ", ".join(f"{n} at {step}" for step, n in sorted(ends.items()))
+
+
 def best_and_base(name: str) -> tuple[float, float | None, float]:
     trials = study(FOLDER / name, name).get_trials()
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -141,13 +156,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400, help="each trial's training steps")
     ap.add_argument("--eval-every", type=int, default=100, help="dev scored every N steps")
     ap.add_argument("--min-steps", type=int, default=100, help="ASHA's first rung")
+    ap.add_argument("--reduction", type=int, default=3, help="ASHA's reduction factor")
     ap.add_argument("--skip-workers", action="store_true", help="leave out the worker runs")
     ap.add_argument("--workers-only", action="store_true", help="only the worker runs")
     ap.add_argument("--worker-trials", type=int, default=4, help="trials per worker")
     args = ap.parse_args()
     FOLDER.mkdir(parents=True, exist_ok=True)
     spec = FOLDER / "sweep.seq"
-    spec.write_text(spec_text(args.trials, args.steps, args.eval_every, args.min_steps))
+    spec.write_text(
+        spec_text(args.trials, args.steps, args.eval_every, args.min_steps, args.reduction)
+    )
     if args.workers_only:
         one, two = worker_rates(spec, args.worker_trials)
         print(f"sweep_worker_efficiency: {two / (2 * one):.2f}")
@@ -158,7 +176,9 @@ def main() -> None:
     best_full, _, _ = best_and_base("bench.full")
     print(f"ASHA: {t_asha / 60:.1f} min, best {best_asha:.2f}, {pruned:.0%} pruned")
     print(f"no pruning: {t_full / 60:.1f} min, best {best_full:.2f}; base {base}")
-    print(f"ASHA min {args.min_steps} steps, reduction 3; dev every {args.eval_every} steps")
+    print(f"ASHA min {args.min_steps} steps, reduction {args.reduction}; {args.steps} steps")
+    print(f"dev every {args.eval_every} steps; trials ended: ASHA {stopped_at('bench.asha')}")
+    print(f"compiled programs: ASHA {programs('bench.asha')}, full {programs('bench.full')}")
     lines = [
         f"sweep_trials: {args.trials}",
         f"sweep_best_dev_ppl_asha: {best_asha:.2f}",

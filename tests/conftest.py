@@ -127,7 +127,7 @@ FRAMEWORK_FREE = {
     },
     "project": {"extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
-    "sweep": {"ledger", "study", "sweep_cli"},
+    "sweep": {"compile_cache", "ledger", "study", "sweep_cli"},
 }
 """The test files (`test_NAME.py`) that load no ML framework in the test process, by folder
 (`"*"`: all of it): `make test-fast` runs them (`-m "not framework"`), for the edit loop. Every

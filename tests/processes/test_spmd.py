@@ -60,7 +60,8 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
     exchanges = None
     if model.sharded is not None:  # all-reduces in the compiled step
         arrays = model.sharded.put_batch(data[0].arrays)
-        hlo = model._train_step.lower(state, arrays, np.float32(0.1)).compile().as_text()
+        hlo = model._train_step.lower(state, arrays, np.float32(0.1), model._keeps)
+        hlo = hlo.compile().as_text()
         exchanges = hlo.count(" all-reduce(")
     for step, batch in enumerate(data):
         state, metrics = model.train_step(state, batch, rate(step))

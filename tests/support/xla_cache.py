@@ -27,8 +27,9 @@ import os
 import platform
 import shutil
 import tempfile
-import zlib
 from pathlib import Path
+
+from seqc.run.sweep.compile_cache import whole
 
 STORE = Path(__file__).resolve().parents[2] / ".cache" / "xla-tests"
 LIMIT = 2 << 30
@@ -36,8 +37,6 @@ LIMIT = 2 << 30
 
 KINDS = ("jax", "tf")
 """A folder each: JAX's cache and TensorFlow's, whose entries differ in form."""
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def start() -> Path:
@@ -97,24 +96,8 @@ def _link_or_copy(source: Path, target: Path) -> None:
 
 def _whole(kind: str, entry: Path) -> bool:
     """Whether an entry is complete: TensorFlow's are renamed into place when written (its
-    temporary files are left out), JAX's must be a whole compressed stream (zlib, or zstd
-    where installed)."""
+    temporary files are left out), JAX's must be a whole compressed stream (an entry it cannot
+    judge is left out of the store too)."""
     if kind == "tf":
         return entry.suffix == ".pb"
-    data = entry.read_bytes()
-    if data.startswith(ZSTD_MAGIC):
-        try:
-            import zstandard
-        except ImportError:
-            return False  # cannot tell: leave it out of the store
-        try:
-            zstandard.ZstdDecompressor().decompress(data)
-        except zstandard.ZstdError:
-            return False
-        return True
-    reader = zlib.decompressobj()
-    try:
-        reader.decompress(data)
-    except zlib.error:
-        return False
-    return reader.eof and not reader.unused_data
+    return whole(entry.read_bytes()) is True

@@ -39,6 +39,19 @@ class Ctx(interpret.Ctx):
     ways (`seqc.backends.jax.data_parallel`): random masks are drawn for the whole batch and
     this device keeps its rows, so they do not depend on how the batch is split."""
 
+    keeps: Any = None
+    """The training step's keep probabilities (1 - rate) of its dropouts, an argument of the
+    step in the order of `rates` (`seqc.backends.jax.train.Dropouts`). Why not constants of
+    the program: the trials of a sweep that differ only in dropout then compile one step, which
+    a compilation cache shares between them (`seqc.run.compile_cache`)."""
+    rates: tuple[float, ...] = ()
+
+    def keep(self, rate: float) -> Any:
+        """A dropout's keep probability: the step's argument for `rate`, or the constant."""
+        if self.keeps is None or rate not in self.rates:
+            return 1.0 - rate
+        return self.keeps[self.rates.index(rate)]
+
     def next_key(self) -> jax.Array:
         assert self.rng is not None, "dropout in training needs an rng"
         self.counter += 1

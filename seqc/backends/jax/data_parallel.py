@@ -21,6 +21,7 @@ follows the same loss curve.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -29,7 +30,7 @@ from jax.sharding import PartitionSpec
 
 from seqc.backends.jax.mesh import Sharded
 
-Objective = Callable[[dict, dict, jax.Array, tuple], tuple[jax.Array, dict]]
+Objective = Callable[[dict, dict, Any, tuple], tuple[jax.Array, dict]]
 """(params, arrays, rng, rows) -> (loss, criterion outputs), `rows` = (index, count) of this
 device's share of the batch."""
 
@@ -60,7 +61,7 @@ def gradients(
     assert axes is not None
     devices = int(np.prod([sharded.mesh.shape[a] for a in axes]))
 
-    def local(params: dict, arrays: dict, rng: jax.Array) -> tuple[dict, dict]:
+    def local(params: dict, arrays: dict, rng: Any) -> tuple[dict, dict]:  # a key, or Noise
         index = jax.lax.axis_index(axes)
         params = jax.lax.pcast(params, axes, to="varying")  # no implicit psum per gradient
         weight = count(arrays[mask_name], per_sequence)

@@ -63,7 +63,7 @@ class LazyTable:
 Rows = dict[str, tuple[jax.Array, jax.Array]]
 """Table name -> (unique row ids [n], their gradients [n, *row]); ids past the table pad."""
 
-Objective = Callable[[dict, dict, jax.Array], tuple[jax.Array, dict]]
+Objective = Callable[[dict, dict, Any], tuple[jax.Array, dict]]
 
 
 def _front(x: jax.Array, axis: int, ids_rank: int) -> jax.Array:
@@ -77,7 +77,7 @@ def gradients(
     tables: Mapping[str, LazyRows],
     params: dict,
     arrays: dict,
-    rng: jax.Array,
+    rng: Any,  # a key, or the step's `Noise`
 ) -> tuple[dict, dict, Rows]:
     """(criterion outputs, gradients of the dense params, unique rows of the lazy tables)."""
     dense = {k: v for k, v in params.items() if k not in tables}

@@ -251,14 +251,15 @@ def _dropout(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     shape = list(x.shape)
     for a in attrs["broadcast_axes"]:
         shape[a] = 1
-    key, p = ctx.next_key(), 1.0 - attrs["rate"]
+    key, p = ctx.next_key(), ctx.keep(attrs["rate"])
     if ctx.rows is None or 0 in attrs["broadcast_axes"]:  # whole batch, or a mask for all rows
         keep = jax.random.bernoulli(key, p, tuple(shape))
     else:  # this device's rows of the whole batch's mask (axis 0 is the batch, row-major)
         index, count = ctx.rows
         whole = jax.random.bernoulli(key, p, (shape[0] * count, *shape[1:]))
         keep = jax.lax.dynamic_slice_in_dim(whole, index * shape[0], shape[0], axis=0)
-    return jnp.where(keep, x / (1.0 - attrs["rate"]), jnp.zeros((), x.dtype)).astype(x.dtype)
+    scale = jnp.asarray(p, x.dtype)  # the dtype a Python float's weak type would take
+    return jnp.where(keep, x / scale, jnp.zeros((), x.dtype)).astype(x.dtype)
 
 
 @op("conv1d")

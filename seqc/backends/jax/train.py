@@ -13,7 +13,7 @@ the data axes, and the steps keep the state's shardings.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +33,23 @@ from seqc.compiler.lazy_rows import lazy_tables
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.sharding import ShardingPlan
 from seqc.spec.errors import CheckError
+
+
+class Noise(NamedTuple):
+    """A training step's randomness: its key, and its dropouts' keep probabilities (1 - rate,
+    in the order of `dropout_rates`). Passed where a key is, so every path to the forward
+    (data parallel, lazy rows) carries both."""
+
+    key: jax.Array
+    keeps: jax.Array
+
+
+def dropout_rates(graph: Graph) -> tuple[float, ...]:
+    """The graph's dropout rates above 0, scan bodies included, each once, in order."""
+    rates: set[float] = set()
+    for g in (graph, *graph.subgraphs.values()):
+        rates |= {op.attrs["rate"] for op in g.ops if op.kind == "dropout" and op.attrs["rate"] > 0}
+    return tuple(sorted(rates))
 
 
 class JaxModel:
@@ -55,6 +72,10 @@ class JaxModel:
             else direction(train)
         )
         self.clip_norm = train.clip_norm
+        self.dropout_rates = dropout_rates(task.training_graph)
+        """Dropout rates, given to the step as an argument (`Ctx.keeps`) so that models which
+        differ only in them compile the same step."""
+        self._keeps = np.asarray([1.0 - r for r in self.dropout_rates], np.float32)
         self.compute_dtype = jnp.bfloat16 if train.compute_dtype == "bfloat16" else jnp.float32
         self.sharded = None if sharding is None or sharding.trivial else Sharded(sharding, self.tx)
         if self.lazy and self.sharded is not None:
@@ -110,11 +131,15 @@ class JaxModel:
         self,
         params: dict,
         arrays: Mapping[str, Any],
-        rng: jax.Array | None,
+        rng: jax.Array | Noise | None,
         training: bool,
         rows: tuple[Any, int] | None = None,
     ) -> jax.Array:
+        keeps = None
+        if isinstance(rng, Noise):
+            rng, keeps = rng
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype, rows=rows)
+        ctx.keeps, ctx.rates = keeps, self.dropout_rates
         graph = self.task.training_graph if training else self.graph
         return self.task.model_output(run_graph(graph, params, self.task.inputs(arrays), ctx))
 
@@ -131,13 +156,17 @@ class JaxModel:
 
     # ---------------------------------------------------------------- steps
     def objective(
-        self, params: dict, arrays: dict, rng: jax.Array, rows: tuple[Any, int] | None = None
+        self,
+        params: dict,
+        arrays: dict,
+        rng: jax.Array | Noise,
+        rows: tuple[Any, int] | None = None,
     ) -> tuple:
         outputs = self.forward(params, arrays, rng, training=True, rows=rows)
         out = self.train_criterion(params, outputs, arrays)
         return out["loss"], out
 
-    def _gradients(self, params: dict, arrays: dict, rng: jax.Array) -> tuple[dict, dict]:
+    def _gradients(self, params: dict, arrays: dict, rng: Noise) -> tuple[dict, dict]:
         """The criterion's outputs and the gradient of its loss on the (global) batch."""
         if self._data_parallel is not None:
             return self._data_parallel(params, arrays, rng)
@@ -145,11 +174,13 @@ class JaxModel:
         (_, metrics), grads = grad_fn(params, arrays, rng)
         return metrics, grads
 
-    def _train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
+    def _train_impl(
+        self, state: dict, arrays: dict, lr: jax.Array, keeps: jax.Array
+    ) -> tuple[dict, dict]:
         if self.lazy:
-            return self._lazy_train_impl(state, arrays, lr)
+            return self._lazy_train_impl(state, arrays, lr, keeps)
         rng, step_rng = jax.random.split(state["rng"])
-        metrics, grads = self._gradients(state["params"], arrays, step_rng)
+        metrics, grads = self._gradients(state["params"], arrays, Noise(step_rng, keeps))
         norm = optax.tree.norm(grads)
         if self.clip_norm > 0.0:  # as optax.clip_by_global_norm, without a second norm pass
             scale = self.clip_norm / jnp.maximum(norm, self.clip_norm)
@@ -164,12 +195,14 @@ class JaxModel:
         new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "rng": rng}
         return new, metrics
 
-    def _lazy_train_impl(self, state: dict, arrays: dict, lr: jax.Array) -> tuple[dict, dict]:
+    def _lazy_train_impl(
+        self, state: dict, arrays: dict, lr: jax.Array, keeps: jax.Array
+    ) -> tuple[dict, dict]:
         """The step of `adam(lazy_rows = true)`: the same loss and clipping, the gradient of
         each row-sparse table as its gathered rows (`seqc.backends.jax.lazy_rows`)."""
         rng, step_rng = jax.random.split(state["rng"])
         metrics, dense, rows = lazy_rows.gradients(
-            self.objective, self.lazy, state["params"], arrays, step_rng
+            self.objective, self.lazy, state["params"], arrays, Noise(step_rng, keeps)
         )
         norm = jnp.sqrt(lazy_rows.norm_squared(dense, rows))
         if self.clip_norm > 0.0:
@@ -190,10 +223,10 @@ class JaxModel:
 
     def train_step(self, state: dict, batch: Any, lr: float) -> tuple[dict, dict]:
         if self.sharded is None:
-            return self._train_step(state, dict(batch.arrays), np.float32(lr))
+            return self._train_step(state, dict(batch.arrays), np.float32(lr), self._keeps)
         assert self._train_step is not None, "make the state first (init or with_params)"
         arrays = self.sharded.put_batch(batch.arrays)
-        state, metrics = self._train_step(state, arrays, np.float32(lr))
+        state, metrics = self._train_step(state, arrays, np.float32(lr), self._keeps)
         return state, {k: local(v) for k, v in metrics.items()}
 
     def local_rows(self, rows: int) -> tuple[int, int] | None:

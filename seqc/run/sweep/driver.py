@@ -20,7 +20,7 @@ import optuna
 
 from seqc.resolve.program import Program
 from seqc.resolve.sweep import ResolvedSweep
-from seqc.run.sweep import engine, ledger
+from seqc.run.sweep import compile_cache, engine, ledger
 from seqc.run.sweep import study as studies
 from seqc.run.sweep.worker import Say, Worker
 
@@ -61,6 +61,9 @@ class SweepRun:
     def run(self, say: Say) -> int:
         """Run the sweep's workers to the end of its budget; the exit status (143: stopped)."""
         study = self.open()
+        torn = compile_cache.drop_torn(self.folder)
+        if torn:
+            say(f"{torn} torn compiled program(s) of a killed trial removed; they compile again")
         if self.base_first and not study.get_trials(deepcopy=False):
             base = base_values(self.program, self.sweep)
             study.enqueue_trial(base, user_attrs={"base": True})

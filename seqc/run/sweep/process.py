@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from seqc.run.rundir.lock import RunLock
+from seqc.run.sweep import compile_cache
 from seqc.spec.errors import SeqcError
 
 PR_SET_PDEATHSIG = 1
@@ -48,6 +49,8 @@ class TrialCommand:
     log: Path
     backend: str | None = None
     extra: list[str] = field(default_factory=list)
+    sweep_folder: Path | None = None
+    """Where the sweep keeps what its trials share (`compile_cache`); None: nothing shared."""
 
     def resume(self) -> bool:
         """Continue the run directory's last checkpoint (a retried trial), or start afresh."""
@@ -109,6 +112,8 @@ def start(command: TrialCommand) -> subprocess.Popen[bytes]:
     wait_unlocked(command.run_dir)
     log = open(command.log, "ab")  # noqa: SIM115 - the child holds it; closed by `finish`
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if command.sweep_folder is not None:
+        env = compile_cache.trial_env(command.sweep_folder, env)
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "seqc.cli", *command.argv()],

@@ -136,6 +136,7 @@ class Worker:
             run_dir=run_dir,
             log=self.folder / "logs" / f"trial-{trial.number:03d}.log",
             backend=self.backend,
+            sweep_folder=self.folder,
         )
         trial.set_user_attr("log", str(command.log))
         self.ran += 1
