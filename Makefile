@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-fast lint bench setup clean debs
 
 # Debian packages the bundled corpora read: the Bible's SWORD modules, exported by diatheke, and
-# the speech corpus's voices (espeak-ng, flite) and resampler (sox); and the headless browser the
-# test of `seqc serve`'s page drives (chromium, chromium-driver). Installed with setup when
+# the speech corpus's voices (espeak-ng, flite; Festival and its English voices, for evaluation
+# only) and resampler (sox); PostgreSQL for the sweep's shared study; and the headless browser
+# the test of `seqc serve`'s page drives (chromium, chromium-driver). Installed with setup when
 # missing and running as root; otherwise setup says what to install.
-DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox chromium chromium-driver postgresql
+DEBS := diatheke sword-text-kjv sword-text-sparv espeak-ng flite sox festival festvox-kallpc16k \
+	festvox-kdlpc16k festvox-us-slt-hts chromium chromium-driver postgresql
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

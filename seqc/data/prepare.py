@@ -43,6 +43,8 @@ class Corpus:
     """(output folder, optional local source) -> manifest body; writes the files."""
     source_help: str
     """What `--source` takes for this corpus."""
+    recipe: int = 1
+    """The version of the way it is built: a corpus another recipe built is built again."""
 
 
 CORPORA: dict[str, Corpus] = {
@@ -82,7 +84,8 @@ CORPORA: dict[str, Corpus] = {
             "unheard voice (ASR)",
             spoken_numbers.FILES,
             spoken_numbers.build,
-            "nothing: it is synthesised (needs espeak-ng, flite and sox)",
+            f"nothing: it is synthesised (needs {spoken_numbers.voices.PACKAGES})",
+            spoken_numbers.RECIPE,
         ),
     )
 }
@@ -123,7 +126,7 @@ def prepared(name: str, cache_dir: Path | None = None) -> dict[str, Any] | None:
     """The manifest of an already prepared corpus whose split files match it, else None."""
     folder = corpus_folder(name, cache_dir)
     manifest = read_manifest(folder)
-    return manifest if manifest is not None and damage(folder, manifest) is None else None
+    return manifest if manifest is not None and stale(name, folder, manifest) is None else None
 
 
 def state(name: str, cache_dir: Path | None = None) -> str:
@@ -132,11 +135,11 @@ def state(name: str, cache_dir: Path | None = None) -> str:
     manifest = read_manifest(folder)
     if manifest is None:
         return "not prepared"
-    problem = damage(folder, manifest)
+    problem = stale(name, folder, manifest)
     if problem is not None:
-        return (
-            f"damaged in {display_path(folder)}: {problem}; `seqc data prepare {name}` rebuilds it"
-        )
+        kind = "outdated" if problem.startswith("recipe") else "damaged"
+        where = display_path(folder)
+        return f"{kind} in {where}: {problem}; `seqc data prepare {name}` rebuilds it"
     return f"prepared in {display_path(folder)}"
 
 
@@ -155,7 +158,7 @@ def prepare(
     existing = read_manifest(folder)
     rebuilt = None
     if existing is not None and not force:
-        rebuilt = damage(folder, existing)  # a file changed since: never "already prepared"
+        rebuilt = stale(name, folder, existing)  # changed since: never "already prepared"
         if rebuilt is None:
             return PrepareResult(name, folder, existing, True, time.perf_counter() - start)
     with staged(folder.parent, name) as tmp:
@@ -166,6 +169,15 @@ def prepare(
             shutil.rmtree(folder)
         tmp.rename(folder)
     return PrepareResult(name, folder, manifest, False, time.perf_counter() - start, rebuilt)
+
+
+def stale(name: str, folder: Path, manifest: dict[str, Any]) -> str | None:
+    """Why a prepared corpus must be built again: another recipe built it, or its files differ
+    from its manifest (`damage`); None when it is what this seqc would build."""
+    recipe = manifest.get("recipe", 1)
+    if name in CORPORA and recipe != CORPORA[name].recipe:
+        return f"recipe {recipe} built it, and this seqc builds recipe {CORPORA[name].recipe}"
+    return damage(folder, manifest)
 
 
 def describe(result: PrepareResult) -> str:

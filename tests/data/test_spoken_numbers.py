@@ -18,11 +18,11 @@ from wavs import VOICES_MISSING, needs_voices
 from seqc.cli.data import APP as data_app
 from seqc.data.audio import read_wav
 from seqc.data.calls import make_call
-from seqc.data.corpora import spoken_numbers
+from seqc.data.corpora import spoken_numbers, voices
 from seqc.data.pipeline import InputPipeline
 from seqc.data.prepare import describe, prepare
 
-TINY = {"train": 12, "dev": 4, "test": 4}
+TINY = {"train": 12, "dev": 4, "test": 4, "festival": 4}
 
 
 def manifest_lines(folder: Path, split: str) -> list[dict[str, Any]]:
@@ -58,9 +58,20 @@ def test_held_out_numbers_never_reach_training() -> None:
     assert not numbers["test"] & (numbers["train"] | numbers["dev"])
     assert not numbers["dev"] & numbers["train"]
     assert not texts["test"] & (texts["train"] | texts["dev"])
-    assert {u.voice for u in planned["test"]} == {"slt"}
+    assert {u.speaker for u in planned["test"]} == {"flite:slt"}
     assert "slt" not in {u.voice for u in planned["train"] + planned["dev"]}
-    assert len({u.speaker for u in planned["train"]}) > 40  # voices x variants, and flite's
+    # festival: test's numbers and words, in Festival's voices, which nothing else speaks
+    assert [(u.number, u.text) for u in planned["festival"]] == [
+        (u.number, u.text) for u in planned["test"]
+    ]
+    assert {u.speech.engine for u in planned["festival"]} == {"festival"}
+    assert len({u.voice for u in planned["festival"]}) == 3
+    assert "festival" not in {u.speech.engine for u in planned["train"] + planned["dev"]}
+    speakers = {u.speaker for u in planned["train"]}
+    assert len(speakers) > 500  # accents x variants, and flite's
+    assert {s for s in speakers if "klatt" in s} and {"flite:kal16", "flite:awb"} <= speakers
+    pitches = {u.speech.pitch for u in planned["train"] if u.speech.engine == "flite"}
+    assert min(pitches) < -200 and max(pitches) > 200  # flite's voices shifted both ways
     assert {u.form for u in planned["train"]} == {"cardinal", "ordinal", "year"}
     small = spoken_numbers.plan(TINY)  # a small corpus is a prefix of the full one
     assert all(small[s] == planned[s][: TINY[s]] for s in TINY)
@@ -87,6 +98,12 @@ def test_manifests_describe_their_wavs(corpus: Path) -> None:
         seconds = sum(line["duration"] for line in lines)
         assert meta["splits"][split]["hours"] == round(seconds / 3600, 4)
     assert {line["voice"] for line in manifest_lines(corpus, "test")} == {"flite:slt"}
+    festival = manifest_lines(corpus, "festival")
+    assert {line["engine"] for line in festival} == {"festival"}
+    assert [x["text"] for x in festival] == [x["text"] for x in manifest_lines(corpus, "test")]
+    assert all("stretch" in line for line in festival)
+    espeak = [x for s in ("train", "dev") for x in manifest_lines(corpus, s) if "rate" in x]
+    assert espeak and all(x["engine"] == "espeak-ng" and "pitch" in x for x in espeak)
     heard = {line["voice"] for s in ("train", "dev") for line in manifest_lines(corpus, s)}
     assert "flite:slt" not in heard
 
@@ -125,7 +142,41 @@ def test_missing_programs_say_what_to_install(
         data_app, ["prepare", "spoken-numbers", "--cache-dir", str(tmp_path)]
     )
     assert result.exit_code == 2
-    assert "apt-get install -y espeak-ng flite sox" in result.output
-    assert "`espeak-ng`, `flite`, `sox` are not installed" in result.output
+    assert f"apt-get install -y {voices.PACKAGES}" in result.output
+    assert "`espeak-ng`, `flite`, `festival`, `text2wave`, `sox` are not installed" in result.output
     assert "Traceback" not in result.output
     assert list(tmp_path.iterdir()) == []  # nothing half-built is left behind
+
+
+def test_engine_commands_speak_the_phrase_file(tmp_path: Path) -> None:
+    tools = {t: f"/usr/bin/{t}" for t in voices.TOOLS}
+    text, out = tmp_path / "t.txt", tmp_path / "o.wav"
+    festival = voices.Voice("festival", "ked_diphone", stretch=1.1)
+    assert festival.command(text, out, tools) == [
+        *("/usr/bin/text2wave", "-eval", "(voice_ked_diphone)"),
+        *("-eval", "(Parameter.set 'Duration_Stretch 1.1)", "-o", str(out), str(text)),
+    ]
+    flite = voices.Voice("flite", "awb", pitch=-120, stretch=0.9)
+    assert flite.command(text, out, tools)[-4:] == ["-f", str(text), "-o", str(out)]
+    assert flite.effects() == ["pitch", "-120"] and voices.TEST.effects() == []
+    espeak = voices.Voice("espeak-ng", "en-gb+klatt3", rate=150, pitch=40)
+    assert espeak.settings() == {"rate": 150, "pitch": 40} and espeak.effects() == []
+
+
+def test_a_corpus_of_another_recipe_is_built_again(tmp_path: Path) -> None:
+    from seqc.data.prepare import stale, state
+
+    folder = tmp_path / "spoken-numbers"
+    folder.mkdir()
+    (folder / "train.jsonl").write_text("")
+    sha = hashlib.sha256(b"").hexdigest()
+    manifest = {
+        "corpus": "spoken-numbers",
+        "splits": {"train": {"file": "train.jsonl", "sha256": sha}},
+    }
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    why = stale("spoken-numbers", folder, manifest)  # no recipe recorded: the first
+    assert why == f"recipe 1 built it, and this seqc builds recipe {spoken_numbers.RECIPE}"
+    assert state("spoken-numbers", tmp_path).startswith("outdated in ")
+    manifest["recipe"] = spoken_numbers.RECIPE
+    assert stale("spoken-numbers", folder, manifest) is None

@@ -22,7 +22,7 @@ VOICES_MISSING = [tool for tool in spoken_numbers.TOOLS if shutil.which(tool) is
 
 needs_voices = pytest.mark.skipif(
     bool(VOICES_MISSING),
-    reason=f"{', '.join(VOICES_MISSING)} not installed (apt-get install -y espeak-ng flite sox)",
+    reason=f"{', '.join(VOICES_MISSING)} not installed ({spoken_numbers.INSTALL})",
 )
 """For the tests that build a spoken-numbers corpus: skipped, with the install line, without the
 voices."""
