@@ -4,14 +4,17 @@
 
 A small spoken-numbers corpus (synthesised here, 240 training utterances) and the example's
 `asr.numbers.ctc` (the recipe's Conformer-CTC) with and without
-`augment = [speed([0.9, 1.0, 1.1]), noise([10, 30], colour = "pink", p = 0.5)]`, measured side
-by side in one run:
+`augment = [speed([0.9, 1.0, 1.1]), reverb([0.2, 0.7], p = 0.3), noise([10, 30], colour =
+"pink", p = 0.5)]`, measured side by side in one run:
 
 - the batch alone: `materialise` of the same training batches, in this process;
 - the step: `seqc train` runs of 8 and 32 steps each way (dev evaluation off), the difference of
   the two wall times over 24 steps, so that process start and compiling cancel out.
 
-Ends with `name: value` lines: augment_ms_per_batch (the augmentation's own time per batch),
+- the rooms: simulating reverb's 16 rooms, once per process (`seqc.data.rooms`).
+
+Ends with `name: value` lines: augment_room_bank_s (the rooms' simulation, once per process),
+augment_ms_per_batch (the augmentation's own time per batch),
 augment_step_s_plain and augment_step_s_augmented (seconds per training step),
 augment_step_overhead (the augmented step over the plain one, minus 1).
 """
@@ -28,7 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "runs" / "bench-augment"
 SPEC = ROOT / "examples" / "asr" / "spoken_numbers.seq"
-AUGMENT = '[speed([0.9, 1.0, 1.1]), noise([10, 30], colour = "pink", p = 0.5)]'
+AUGMENT = (
+    '[speed([0.9, 1.0, 1.1]), reverb([0.2, 0.7], p = 0.3), noise([10, 30], colour = "pink", '
+    "p = 0.5)]"
+)
 SIZES = {"train": 240, "dev": 8, "test": 8}
 
 
@@ -86,6 +92,12 @@ def main() -> None:
     args = ap.parse_args()
     FOLDER.mkdir(parents=True, exist_ok=True)
     spec = corpus()
+    from seqc.data import rooms
+
+    started = time.perf_counter()
+    rooms.responses((0.2, 0.7), 16, seed=12345)
+    bank_s = time.perf_counter() - started
+    print(f"16 simulated rooms, RT60 0.2-0.7 s: {bank_s:.1f} s")
     plain_ms, aug_ms = batch_ms(spec, args.batches)
     print(f"a training batch: {plain_ms:.1f} ms plain, {aug_ms:.1f} ms augmented")
     steps = args.long - args.short
@@ -95,6 +107,7 @@ def main() -> None:
         per_step[augmented] = (long - short) / steps
         print(f"augmented={augmented}: {short:.1f} s for {args.short} steps, {long:.1f} s for "
               f"{args.long}: {per_step[augmented]:.3f} s a step")  # fmt: skip
+    print(f"augment_room_bank_s: {bank_s:.2f}")
     print(f"augment_ms_per_batch: {aug_ms - plain_ms:.1f}")
     print(f"augment_step_s_plain: {per_step[False]:.3f}")
     print(f"augment_step_s_augmented: {per_step[True]:.3f}")

@@ -1,5 +1,6 @@
-"""Augmentation of training audio on the host: speed perturbation and additive noise, declared
-in the input block (`augment = [speed(...), noise(...)]`), applied to the train split only.
+"""Augmentation of training audio on the host: speed perturbation, reverberation and additive
+noise, declared in the input block (`augment = [speed(...), reverb(...), noise(...)]`), applied
+to the train split only, in that order (a voice at another speed, in a room, over a channel).
 
 Why on the host and not in the graph: both change the waveform before the front end, and speed
 perturbation changes an utterance's length, which sets its mask; a graph's shapes are fixed per
@@ -8,8 +9,9 @@ bucket. (What belongs in the graph is there: SpecAugment and `UtteranceNorm` are
 Why these: a recogniser trained on a few rule-based voices fails on a new one (issue 38), and
 the standard remedies imitate speaker and channel variation. Speed perturbation (Ko et al.,
 2015; Kaldi's and ESPnet's recipes) resamples an utterance by a factor, which moves its pitch
-and formants and changes its tempo; additive noise at a signal-to-noise ratio drawn per
-utterance imitates a channel.
+and formants and changes its tempo; reverberation convolves it with a simulated room's impulse
+response (`seqc.data.rooms`); additive noise at a signal-to-noise ratio drawn per utterance
+imitates a channel.
 
 Deterministic: an utterance's draws come from a generator seeded by (the input's seed, the
 training step, the utterance's index), so a batch is the same however the run got there, a
@@ -23,12 +25,14 @@ utterance would no longer say its transcript).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from seqc.data import rooms
 from seqc.resolve.values import CallValue
 
 COLOURS = ("white", "pink", "brown")
@@ -65,12 +69,23 @@ class Noise:
 
 
 @dataclass(frozen=True)
+class Reverb:
+    """Convolve with one of `rooms` simulated rooms' responses (RT60 uniform in `rt60`,
+    seconds), with probability `p`."""
+
+    rt60: tuple[float, float] = (0.2, 0.7)
+    p: float = 0.3
+    rooms: int = 16
+
+
+@dataclass(frozen=True)
 class Augmenter:
     """The augmentations of one input, in their order, and the seed their draws start from."""
 
     speed: Speed | None
     noise: Noise | None
     seed: int
+    reverb: Reverb | None = None
 
     def rng(self, step: int, index: int, stream: int) -> np.random.Generator:
         """The draws of one augmentation (`stream`) of utterance `index` at `step`."""
@@ -93,6 +108,13 @@ class Augmenter:
         f = self.factor(step, index, len(out), bound)
         if f != 1.0:
             out = resample(out, f)
+        if self.reverb is not None:
+            rng = self.rng(step, index, 2)
+            hit = rng.random() < self.reverb.p
+            room = int(rng.integers(self.reverb.rooms))
+            if hit:
+                bank = rooms.responses(self.reverb.rt60, self.reverb.rooms, self.seed)
+                out = rooms.reverberate(out, bank[room])
         if self.noise is not None:
             rng = self.rng(step, index, 1)
             hit = rng.random() < self.noise.p
@@ -150,7 +172,7 @@ def mix(signal: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
 
 def augmenter(calls: Sequence[CallValue], seed: int) -> Augmenter | None:
     """The input block's `augment` list (resolved calls) as an Augmenter; None when empty."""
-    speed = noise = None
+    speed = noise = reverb = None
     for call in calls:
         kind, args = call.kind, dict(call.args)
         if kind == "speed":
@@ -159,6 +181,12 @@ def augmenter(calls: Sequence[CallValue], seed: int) -> Augmenter | None:
         elif kind == "noise":
             low, high = (float(v) for v in args["snr"])
             noise = Noise((low, high), str(args["colour"]), float(args["p"]))
-    if speed is None and noise is None:
+        elif kind == "reverb":
+            low, high = (float(v) for v in args["rt60"])
+            reverb = Reverb((low, high), float(args["p"]), int(args["rooms"]))
+    if speed is None and noise is None and reverb is None:
         return None
-    return Augmenter(speed, noise, seed)
+    if reverb is not None and importlib.util.find_spec("pyroomacoustics") is None:
+        # said here, where the run starts, not in the loader's thread at the first batch
+        raise ModuleNotFoundError("reverb needs pyroomacoustics", name="pyroomacoustics")
+    return Augmenter(speed, noise, seed, reverb)

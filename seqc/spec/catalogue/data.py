@@ -232,3 +232,27 @@ declare(
         ),
     ),
 )
+
+declare(
+    "augment",
+    "reverb",
+    "Reverberation: a training utterance convolved with the impulse response of a simulated "
+    "room (pyroomacoustics' image source method: a shoebox room, a source and a microphone at "
+    "random places), its reverberation time drawn uniformly from `rt60` (seconds, [low, "
+    "high]), with probability `p`. `rooms` responses are simulated once per process from the "
+    "input's seed; each utterance picks one. The direct sound keeps its time and the "
+    "utterance its length and loudness.",
+    param("rt60", list_of(FLOAT.within(between(0.05, 2.0))), [0.2, 0.7], "[low, high] seconds."),
+    param("p", FLOAT.within(between(0.0, 1.0)), 0.3, "Probability an utterance is reverberated."),
+    param("rooms", INT.within(between(1, 256)), 16, "Simulated rooms to draw from."),
+    positional=("rt60",),
+    relations=(
+        Relation(
+            "rt60 is [low, high] with low <= high",
+            ("rt60",),
+            lambda rt60: len(rt60) == 2 and rt60[0] <= rt60[1],
+            "rt60",
+            hint="give two reverberation times in seconds, the lower first: rt60 = [0.2, 0.7]",
+        ),
+    ),
+)
