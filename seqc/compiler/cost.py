@@ -21,6 +21,7 @@ _EW_COST = {
     "silu": 4,
     "dropout": 2,
     "spec_augment": 2,  # a mask test and a select per element; the band draws are negligible
+    "vtlp": 4,  # two gathers and a blend per element; the warp per row is negligible
 }
 CTC_STEP_FLOPS = 10
 """FLOPs per (frame, extended-label state) of CTC's forward recursion: a log-sum-exp of up to

@@ -511,6 +511,32 @@ class GraphBuilder:
             return x
         return self.typed_op("spec_augment", (x,), {k: int(v) for k, v in counts.items()}, t)
 
+    def vtlp(self, x: int, low: float, high: float, boundary: float = 0.6) -> int:
+        """Vocal tract length perturbation of spectra x[B, T, K] (Jaitly and Hinton, 2013), in
+        training only: each row's frequency axis warped by a factor drawn uniformly from
+        [low, high], piecewise linearly: bin f reads bin f / a up to `boundary` of the Nyquist
+        bin (times min(a, 1)), and the rest is stretched so that the Nyquist bin stays put;
+        between bins, linear interpolation. A factor above 1 moves formants up, as a shorter
+        vocal tract does. The identity outside training (eval, decoding, exports), as dropout;
+        a range of [1, 1] adds no op."""
+        t = self.type(x)
+        if t.rank != 3 or not t.dtype.startswith(("float", "bfloat")):
+            raise self.error(
+                "VTLP warps float spectra shaped [batch, frames, bins]",
+                expected="float32[B, T, K]",
+                found=str(t),
+            )
+        if not 0.0 < low <= high or not 0.0 < boundary < 1.0:
+            raise self.error(
+                "VTLP's warp factors are a range [low, high] above 0, and its boundary a "
+                "fraction of the Nyquist frequency",
+                code="bad-argument",
+                found=f"low = {low:g}, high = {high:g}, boundary = {boundary:g}",
+            )
+        if low == high == 1.0:
+            return x
+        return self.typed_op("vtlp", (x,), {"low": low, "high": high, "boundary": boundary}, t)
+
     def ctc_loss(
         self, logits: int, frame_mask: int, labels: int, label_mask: int, blank: int = 0
     ) -> int:
@@ -622,6 +648,7 @@ PRIMITIVES = (
         "conv1d",
         "conv2d",
         "spec_augment",
+        "vtlp",
         "ctc_loss",
         "einsum",
         "cast",

@@ -279,6 +279,28 @@ def test_a_relation_waits_for_the_values_of_params(tmp_path: Path) -> None:
     assert (note.span.line, note.span.col, note.message) == (14, 46, "`d` = 256 is set here")
 
 
+def test_a_list_param_reaches_a_layer_and_its_items_are_checked(tmp_path: Path) -> None:
+    """A model's `list[float]` param given to a layer's list param: bound item by item (it was
+    an internal error: the items were not values the checker could read), and an item out of
+    the layer's range is an error at the line that set it."""
+    text = NESTED.replace(
+        "model M(vocab: int, d: int = 96) {",
+        "model M(vocab: int, d: int = 96, warp: list[float] = [0.9, 1.1]) {\n"
+        "  mel = LogMelFilterbank(16000, 40, vtlp = warp)",
+    ).replace(
+        "experiment wide {",
+        "experiment odd { tasks = [lm]; lm.model.warp = [0.9, 2.0] }\nexperiment wide {",
+    )
+    program = load_program(_spec(tmp_path, text))
+    check_program(program, "ok")
+    model = resolve(program, "ok").models["lm"]
+    (mel,) = [child for child in model.children if child.path.endswith("mel")]
+    assert list(mel.args["vtlp"]) == [0.9, 1.1]
+    with pytest.raises(SeqcError) as info:
+        check_program(program, "odd")
+    assert info.value.code == "out-of-range" and _where(info.value)[1] == 15  # `odd`
+
+
 def test_head_dim_lifts_the_relation(tmp_path: Path) -> None:
     text = NESTED.replace("SelfAttention(d, 3)", "SelfAttention(d, 3, head_dim = 64)")
     check_program(load_program(_spec(tmp_path, text)), "wide")

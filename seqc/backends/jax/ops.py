@@ -325,6 +325,35 @@ def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
     return jnp.where(masked, jnp.zeros((), x.dtype), x)
 
 
+@op("vtlp")
+def _vtlp(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """Each row's frequency axis warped by its own factor in training (`GraphBuilder.vtlp`);
+    per-row draws of the whole batch under a data-parallel split, as spec_augment's."""
+    x = xs[0]
+    if not ctx.training:
+        return x
+    rows, bins = x.shape[0], x.shape[-1]
+    index, count = ctx.rows if ctx.rows is not None else (0, 1)
+    u = jax.random.uniform(ctx.next_key(), (rows * count,), jnp.float32)
+    if count != 1:
+        u = jax.lax.dynamic_slice_in_dim(u, index * rows, rows, axis=0)
+    factor = attrs["low"] + u * (attrs["high"] - attrs["low"])
+    nyquist = jnp.float32(bins - 1)
+    f = jnp.arange(bins, dtype=jnp.float32)[None, :]
+    a = factor[:, None]
+    knee = attrs["boundary"] * nyquist * jnp.minimum(a, 1.0) / a  # the source's bend
+    source = jnp.where(
+        f <= a * knee, f / a, nyquist - (nyquist - f) * (nyquist - knee) / (nyquist - a * knee)
+    )
+    source = jnp.clip(source, 0.0, nyquist)
+    low = jnp.minimum(jnp.floor(source), nyquist - 1).astype(jnp.int32)
+    w = (source - low)[:, None, :].astype(x.dtype)
+    take = jnp.broadcast_to(low[:, None, :], x.shape)
+    below = jnp.take_along_axis(x, take, axis=-1)
+    above = jnp.take_along_axis(x, take + 1, axis=-1)
+    return below + w * (above - below)
+
+
 def _ctc_feasible(frame_mask: jax.Array, labels: jax.Array, label_mask: jax.Array) -> jax.Array:
     """bool[B]: whether each row's labels fit its frames: a CTC path needs one frame per
     label plus a blank between each pair of equal neighbours."""

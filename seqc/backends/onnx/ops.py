@@ -326,6 +326,12 @@ def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> str:
     return xs[0]
 
 
+@op("vtlp")
+def _vtlp(xs: list, attrs: dict, ctx: Ctx) -> str:
+    """Inference only: the identity, with no node at all (as dropout)."""
+    return xs[0]
+
+
 @op("ctc_loss")
 def _ctc_loss(xs: list, attrs: dict, ctx: Ctx) -> str:
     """A training criterion: ONNX has no CTC op, and an exported model needs none (it

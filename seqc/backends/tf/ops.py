@@ -390,6 +390,31 @@ def _spec_augment(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     return tf.where(masked, tf.zeros((), x.dtype), x)
 
 
+@op("vtlp")
+def _vtlp(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
+    """Each row's frequency axis warped by its own factor in training (`GraphBuilder.vtlp`),
+    the factors drawn from a stateless seed; the identity otherwise."""
+    x = xs[0]
+    if not ctx.training:
+        return x
+    rows, bins = _dim(x, 0), int(x.shape[-1])
+    u = tf.random.stateless_uniform([rows], seed=ctx.next_key())
+    factor = attrs["low"] + u * (attrs["high"] - attrs["low"])
+    nyquist = float(bins - 1)
+    f = tf.range(bins, dtype=tf.float32)[None, :]
+    a = factor[:, None]
+    knee = attrs["boundary"] * nyquist * tf.minimum(a, 1.0) / a
+    source = tf.where(
+        f <= a * knee, f / a, nyquist - (nyquist - f) * (nyquist - knee) / (nyquist - a * knee)
+    )
+    source = tf.clip_by_value(source, 0.0, nyquist)
+    low = tf.cast(tf.minimum(tf.floor(source), nyquist - 1.0), tf.int32)
+    w = tf.cast(source - tf.cast(low, tf.float32), x.dtype)[:, None, :]
+    below = tf.gather(x, low, axis=2, batch_dims=1)
+    above = tf.gather(x, low + 1, axis=2, batch_dims=1)
+    return below + w * (above - below)
+
+
 @op("ctc_loss")
 def _ctc_loss(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
     """`tf.nn.ctc_loss` on dense labels, in float32. As in the JAX table, a row that no

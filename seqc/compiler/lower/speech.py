@@ -118,6 +118,9 @@ def _log_mel(b: GraphBuilder, c: LayerCall) -> int:
     power = b.binary("add", b.unary("square", re), b.unary("square", im))
     if c.args.get("magnitude"):
         power = b.unary("sqrt", power)
+    warp = [float(v) for v in c.args.get("vtlp") or ()]
+    if warp:
+        power = b.vtlp(power, warp[0], warp[1])
     mel = b.matmul(power, b.constant(mel_matrix(n_mel, k, rate, lower, upper)))
     return b.unary("log", b.binary("add", mel, b.constant(float(c.args.get("eps", 1e-6)))))
 

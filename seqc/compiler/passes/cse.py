@@ -5,7 +5,7 @@ Layers lowered one at a time repeat work a whole-step view can share: each atten
 builds the same causal mask (`SHAPE_ONLY`) and the same key-padding mask from the same input,
 each reference to a param is its own `param` op, scalars such as `1/sqrt(head_dim)` are a
 constant per layer.
-Random ops (`dropout`, `spec_augment`) are never merged: two draws are two draws, and the
+Random ops (`dropout`, `spec_augment`, `vtlp`) are never merged: two draws are two draws, and the
 order in which they draw is kept, so a training run with the pass draws the same masks.
 Attributes that cannot be compared by value (an array constant) keep their op.
 """
@@ -17,7 +17,7 @@ from typing import Any
 from seqc.compiler.graph import Graph
 from seqc.compiler.passes.base import Rebuild
 
-RANDOM = {"dropout", "spec_augment"}
+RANDOM = {"dropout", "spec_augment", "vtlp"}
 """Ops that draw randomness: each is its own draw."""
 
 NEVER = RANDOM | {"input", "scan"}

@@ -16,7 +16,17 @@ from typing import Final
 
 from seqc.spec.catalogue.layers import DIM, HEADS_DIVIDE_D, NAMESPACE, RATE
 from seqc.spec.kinds import Relation, declare, param
-from seqc.spec.types import BOOL, FLOAT, INT, NON_NEGATIVE, POSITIVE, one_of, optional
+from seqc.spec.types import (
+    BOOL,
+    FLOAT,
+    INT,
+    NON_NEGATIVE,
+    POSITIVE,
+    between,
+    list_of,
+    one_of,
+    optional,
+)
 
 ODD_KERNEL: Final[Relation] = Relation(
     "kernel % 2 == 1",
@@ -54,7 +64,25 @@ declare(
     ),
     param("magnitude", BOOL, False, "Use the magnitude spectrum instead of the power spectrum."),
     param("eps", FLOAT, 1e-6, "Added before the log, so silence is finite.", range=POSITIVE),
+    param(
+        "vtlp",
+        list_of(FLOAT.within(between(0.7, 1.3))),
+        [],
+        "Vocal tract length perturbation in training: [low, high], each utterance's frequency "
+        "axis warped by a factor drawn uniformly between them (0.9 to 1.1 is usual) before the "
+        "filterbank; [] (the default) or [1, 1] warps nothing. Outside training, and in every "
+        "export, it is not there.",
+    ),
     positional=("sample_rate", "bins", "frame_ms", "hop_ms"),
+    relations=(
+        Relation(
+            "vtlp is [] or [low, high] with low <= high",
+            ("vtlp",),
+            lambda v: len(v) == 0 or (len(v) == 2 and v[0] <= v[1]),
+            "vtlp",
+            hint="give two warp factors, the lower first: vtlp = [0.9, 1.1]",
+        ),
+    ),
 )
 
 declare(
