@@ -5,12 +5,10 @@ factor, and each row draws its own factor, reproducibly from the seed."""
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-import tensorflow as tf
 from lowering_helpers import build, f32
+from test_primitives_speech import jax_train, tf_train
 
 from seqc.backends.jax.ops import Ctx as JaxCtx
 from seqc.backends.jax.ops import run_graph as jax_run_graph
@@ -46,19 +44,6 @@ def reference(x: np.ndarray, factor: float, boundary: float = 0.6) -> np.ndarray
         lo = min(int(np.floor(source)), nyquist - 1)
         out[..., f] = x[..., lo] + (source - lo) * (x[..., lo + 1] - x[..., lo])
     return out
-
-
-def jax_train(graph: Graph, x: np.ndarray, seed: int) -> np.ndarray:
-    ctx = JaxCtx(training=True, rng=jax.random.PRNGKey(seed))
-    return np.asarray(jax_run_graph(graph, {}, {"x": jnp.asarray(x)}, ctx)[0])
-
-
-def tf_train(graph: Graph, x: np.ndarray, seed: int) -> np.ndarray:
-    @tf.function
-    def forward(x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-        return tf_run_graph(graph, {}, {"x": x}, TfCtx(training=True, rng=seed))[0]
-
-    return forward(tf.constant(x), tf.constant([seed, 0], tf.int64)).numpy()
 
 
 def spectra(rows: int, seed: int = 0) -> np.ndarray:
