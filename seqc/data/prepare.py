@@ -135,9 +135,9 @@ def state(name: str, cache_dir: Path | None = None) -> str:
     manifest = read_manifest(folder)
     if manifest is None:
         return "not prepared"
-    problem = stale(name, folder, manifest)
-    if problem is not None:
-        kind = "outdated" if problem.startswith("recipe") else "damaged"
+    old, broken = outdated(name, manifest), damage(folder, manifest)
+    if old is not None or broken is not None:
+        kind, problem = ("outdated", old) if old is not None else ("damaged", broken)
         where = display_path(folder)
         return f"{kind} in {where}: {problem}; `seqc data prepare {name}` rebuilds it"
     return f"prepared in {display_path(folder)}"
@@ -174,10 +174,16 @@ def prepare(
 def stale(name: str, folder: Path, manifest: dict[str, Any]) -> str | None:
     """Why a prepared corpus must be built again: another recipe built it, or its files differ
     from its manifest (`damage`); None when it is what this seqc would build."""
+    return outdated(name, manifest) or damage(folder, manifest)
+
+
+def outdated(name: str, manifest: dict[str, Any]) -> str | None:
+    """Why another recipe's corpus is not this seqc's (None when the recipes agree; a manifest
+    that records none is the first recipe's)."""
     recipe = manifest.get("recipe", 1)
     if name in CORPORA and recipe != CORPORA[name].recipe:
         return f"recipe {recipe} built it, and this seqc builds recipe {CORPORA[name].recipe}"
-    return damage(folder, manifest)
+    return None
 
 
 def describe(result: PrepareResult) -> str:

@@ -236,13 +236,16 @@ def is_number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def from_python(value: Any) -> Raw:
-    """A catalogue default as a Raw value (no span: its origin is the catalogue)."""
+def from_python(value: Any, span: ir.Span | None = None) -> Raw:
+    """A resolved value as Raw again, a list's or map's items included (as a written list's
+    are), each at `span`: a catalogue default (no span: its origin is the catalogue), or a
+    param's value passed on to a layer (the line that set it, where an item out of the layer's
+    range is an error)."""
     if isinstance(value, list | tuple):
-        return Raw([from_python(v) for v in value])
+        return Raw([from_python(v, span) for v in value], span)
     if isinstance(value, dict):
-        return Raw({k: from_python(v) for k, v in value.items()})
-    return Raw(value)
+        return Raw({k: from_python(v, span) for k, v in value.items()}, span)
+    return Raw(value, span)
 
 
 def plain(raw: Raw) -> Any:

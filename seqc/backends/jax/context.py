@@ -41,9 +41,9 @@ class Ctx(interpret.Ctx):
 
     keeps: Any = None
     """The training step's keep probabilities (1 - rate) of its dropouts, an argument of the
-    step in the order of `rates` (`seqc.backends.jax.train.Dropouts`). Why not constants of
-    the program: the trials of a sweep that differ only in dropout then compile one step, which
-    a compilation cache shares between them (`seqc.run.compile_cache`)."""
+    step in the order of `rates` (`seqc.backends.jax.train.Noise`). Why not constants of the
+    program: the trials of a sweep that differ only in dropout then compile one step, which a
+    compilation cache shares between them (`seqc.run.sweep.compile_cache`)."""
     rates: tuple[float, ...] = ()
 
     def keep(self, rate: float) -> Any:

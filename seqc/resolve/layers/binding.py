@@ -14,7 +14,7 @@ from typing import Any
 
 from seqc.resolve.arguments import match_arguments, missing_param
 from seqc.resolve.conform import Context, conform
-from seqc.resolve.raw import Raw, evaluate
+from seqc.resolve.raw import Raw, evaluate, from_python
 from seqc.resolve.values import CallValue
 from seqc.spec import ir
 from seqc.spec.errors import CheckError, Note, did_you_mean
@@ -148,21 +148,10 @@ def env_lookup(env: dict[str, Any], spans: Spans | None = None) -> Any:
 
     def lookup(expr: ir.Expr) -> Raw | None:
         if isinstance(expr, ir.Name) and expr.id in env:
-            return _lifted(env[expr.id], (spans or {}).get(expr.id) or expr.span)
+            return from_python(env[expr.id], (spans or {}).get(expr.id) or expr.span)
         return None
 
     return lookup
-
-
-def _lifted(value: Any, span: ir.Span | None) -> Raw:
-    """A param's value as Raw again, a list's or map's items included (as a written list's
-    are), each at the span of the line that set the param: an item out of a layer's range is
-    an error there."""
-    if isinstance(value, list | tuple):
-        return Raw([_lifted(v, span) for v in value], span)
-    if isinstance(value, dict):
-        return Raw({k: _lifted(v, span) for k, v in value.items()}, span)
-    return Raw(value, span)
 
 
 def layer_context(layers: dict[str, ir.LayerDecl], names: dict[str, Any] | None = None) -> Context:
