@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import cpu_record
 import pytest
 import xla_cache
 from shared_runs import LmRuns
@@ -52,6 +53,7 @@ _OWN_CACHE = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     """The session's compilation caches, made once by the controlling process: xdist's workers
     and the processes tests start inherit the variables."""
+    cpu_record.register(config)
     if os.environ.get(JAX_CACHE) or hasattr(config, "workerinput"):
         return
     folder = xla_cache.start()

@@ -43,23 +43,33 @@ def staged(parent: Path, label: str) -> Iterator[Path]:
     A raise from a signal handler can be lost: met while C code runs Python (a Cython module's
     init during an import clears what it raises), the build goes on. The block then finishes
     its output whole, and SystemExit is raised as it ends."""
-    tmp = staging_dir(parent, label)
     signalled: list[int] = []
+    armed = [False]  # raise at a SIGTERM only while the block runs, not while making or removing
 
     def terminated(signum: int, frame: FrameType | None) -> None:
         signalled.append(signum)
-        raise SystemExit(128 + signum)
+        if armed[0]:
+            raise SystemExit(128 + signum)
 
     own = threading.current_thread() is threading.main_thread() and (
         signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     )
+    # the handler goes in before the folder is made and comes out after it is gone: a SIGTERM
+    # between the two with Python's default handler would end the process and leave the folder
     previous = signal.signal(signal.SIGTERM, terminated) if own else None
     try:
-        yield tmp
+        tmp = staging_dir(parent, label)
+        try:
+            armed[0] = True
+            if signalled:
+                raise SystemExit(128 + signalled[0])
+            yield tmp
+        finally:
+            armed[0] = False
+            shutil.rmtree(tmp, ignore_errors=True)
     finally:
         if own:
             signal.signal(signal.SIGTERM, previous)
-        shutil.rmtree(tmp, ignore_errors=True)
     if signalled:
         raise SystemExit(128 + signalled[0])
 

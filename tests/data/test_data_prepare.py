@@ -324,3 +324,39 @@ def test_sigterm_during_prepare_leaves_no_staging_folder(tmp_path: Path) -> None
     # 143 from the staging's handler; on a busy machine the signal can come after the build
     # was renamed into place and the default handler was back (-15): the corpus is whole then
     assert code == 143 or (code == -signal.SIGTERM and left == ["zipf"]), code
+
+
+SIGNAL_IN_THE_WINDOW = """
+import os, signal, sys
+from pathlib import Path
+from seqc.data import staging
+
+made = staging.staging_dir
+
+def made_then_signalled(parent, label):
+    folder = made(parent, label)
+    os.kill(os.getpid(), signal.SIGTERM)  # between making the folder and the block
+    return folder
+
+staging.staging_dir = made_then_signalled
+with staging.staged(Path(sys.argv[1]), "zipf") as tmp:
+    print("the block ran", flush=True)
+"""
+
+
+def test_sigterm_just_after_the_staging_folder_is_made_removes_it(tmp_path: Path) -> None:
+    """The window the test above hits only on a busy machine: the folder made, the block not
+    begun. The handler was installed after the folder was made, so the default SIGTERM ended the
+    process there and left the folder; now the handler comes first and the folder goes."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGNAL_IN_THE_WINDOW, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 143, (proc.returncode, proc.stderr[-2000:])
+    assert "the block ran" not in proc.stdout
+    assert list(tmp_path.iterdir()) == []
