@@ -149,17 +149,46 @@ def _body_statements(body: ir.Body, prefix: tuple[str, ...]) -> list[Stmt]:
     return out
 
 
+LIST_BLOCKS = {"input": frozenset({"augment"})}
+"""The fields of a task's or an input's body that may be written as a block of bare calls, one
+a line: `augment { speed([0.9, 1.1]) noise([10, 30], p = 0.5) }` is `augment = [speed(...),
+noise(...)]`. Why a block: a list of several calls with their arguments reads better one call a
+line, as `export { }` does, and each line's errors point at that line."""
+
+
 def body_assignments(body: ir.Body, head: tuple[str, ...], what: str) -> list[Stmt]:
-    """The `field = value` lines of a task or input body as statements under `head`."""
+    """The `field = value` lines of a task or input body as statements under `head` (and its
+    list blocks, `LIST_BLOCKS`, as the assignment of their calls' list)."""
     out = []
+    blocks = LIST_BLOCKS.get(what, frozenset())
     for item in body.items:
+        origin = Origin(kind="spec", where=str(item.span), span=item.span)
+        if isinstance(item, ir.Block) and item.name in blocks:
+            out.append(Stmt((*head, item.name), _calls_list(item), item.span, origin))
+            continue
         if not isinstance(item, ir.Assign):
             article = "an" if what[0] in "aeiou" else "a"
+            listed = "".join(f" and `{name} {{ }}` blocks of calls" for name in sorted(blocks))
             raise ResolveError(
-                f"{article} {what} body holds `field = value` lines only",
+                f"{article} {what} body holds `field = value` lines{listed or ' only'}",
                 span=item.span,
                 code=f"bad-{what}-item",
             )
-        origin = Origin(kind="spec", where=str(item.span), span=item.span)
         out.append(Stmt((*head, *item.path), item.value, item.span, origin))
     return out
+
+
+def _calls_list(block: ir.Block) -> ir.ListExpr:
+    """A list block's calls as the list expression it stands for."""
+    calls = []
+    for item in block.body.items:
+        if not isinstance(item, ir.CallStmt):
+            raise ResolveError(
+                f"an `{block.name} {{ }}` block holds calls, one a line",
+                span=item.span,
+                code="list-block-item",
+                expected="a call such as `speed([0.9, 1.0, 1.1])` or `noise([10, 30], p = 0.5)`",
+                hint=f"write the whole list as `{block.name} = [...]`, or each item as a call",
+            )
+        calls.append(item.call)
+    return ir.ListExpr(items=tuple(calls), span=block.span)

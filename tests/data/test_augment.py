@@ -91,15 +91,18 @@ def test_draws_are_the_step_s_and_the_utterance_s_and_fit_the_bucket() -> None:
     assert any(not np.array_equal(other(x, s, 0, bound), outs[(s, 0)]) for s in range(6))
 
 
-def _check(tmp_path: Path, augment: str, speech: bool = True) -> str:
+def _check(tmp_path: Path, augment: str, speech: bool = True, *args: str) -> str:
+    """`seqc check` (or the command `args` name) of an example with `augment` in its input:
+    a list (`[speed(...)]`) or a block (`{ speed(...) }`)."""
     spec = ROOT / "examples" / ("asr/spoken_numbers.seq" if speech else "lm/shakespeare.seq")
     text = spec.read_text()
     anchor = "  max_length = 6\n" if speech else "  tokenizer = sentencepiece("
     assert anchor in text
-    text = text.replace(anchor, f"  augment = {augment}\n{anchor}", 1)
+    written = f"augment {augment}" if augment.startswith("{") else f"augment = {augment}"
+    text = text.replace(anchor, f"  {written}\n{anchor}", 1)
     imports = str(spec.parent.parent / "common").replace("\\", "/")
     (tmp_path / "s.seq").write_text(text.replace('import "../common/', f'import "{imports}/'))
-    result = CliRunner().invoke(app, ["check", str(tmp_path / "s.seq")])
+    result = CliRunner().invoke(app, [*(args or ["check"]), str(tmp_path / "s.seq")])
     return result.output
 
 
@@ -112,6 +115,34 @@ def test_the_spec_s_augmentations_are_checked_at_their_line(tmp_path: Path) -> N
     assert "error" not in _check(tmp_path, "[speed([0.9, 1.1]), reverb([0.2, 0.5], p = 0.5)]")
     assert "rt60 is [low, high]" in _check(tmp_path, "[reverb([0.7, 0.2])]")
     assert "s.seq:" in _check(tmp_path, "[reverb([0.2, 5.0])]")  # past 2 s: located
+
+
+def test_an_augment_block_is_the_list_of_its_calls_one_a_line(tmp_path: Path) -> None:
+    """`augment { speed(...) noise(...) }` in an input is `augment = [speed(...), noise(...)]`;
+    each line's error points at that line."""
+    block = '{\n    speed([0.9, 1.0, 1.1])\n    noise([10, 30], colour = "pink", p = 0.5)\n  }'
+    show = ["show", "-e", "asr.numbers.ctc"]
+    listed = '[speed([0.9, 1.0, 1.1]), noise([10, 30], colour = "pink", p = 0.5)]'
+    resolved = [
+        line for line in _check(tmp_path, block, True, *show).splitlines() if "augment" in line
+    ]
+    assert resolved == [
+        line for line in _check(tmp_path, listed, True, *show).splitlines() if "augment" in line
+    ]
+    assert any("speed(rates = [0.9, 1.0, 1.1]" in line and "noise(snr" in line for line in resolved)
+    assert "error" not in _check(tmp_path, block)
+    # the block opens where the example's `max_length = 6` was, its calls on the lines after
+    lines = (ROOT / "examples" / "asr" / "spoken_numbers.seq").read_text().splitlines()
+    opens = lines.index("  max_length = 6") + 1
+    bad_call = _check(tmp_path, "{\n    speed([0.9])\n    noise([30, 10])\n  }")
+    assert f"s.seq:{opens + 2}:" in bad_call and "snr is [low, high]" in bad_call, bad_call
+    unknown = _check(tmp_path, "{\n    sped([0.9, 1.1])\n  }")
+    assert f"s.seq:{opens + 1}:" in unknown and "speed" in unknown, unknown  # did you mean
+    assigned = _check(tmp_path, "{\n    speed([0.9, 1.1])\n    p = 0.5\n  }")
+    assert f"s.seq:{opens + 2}:5" in assigned and "list-block-item" in assigned, assigned
+    # a block only where a list of calls is meant
+    elsewhere = _check(tmp_path, "{ }").replace("augment {", "buckets {")
+    assert "error" not in elsewhere
 
 
 def test_simulated_rooms_decay_in_the_time_asked_and_repeat_by_seed() -> None:
