@@ -1,4 +1,4 @@
-"""`seqc eval`: score a run's checkpoint, or an exported translator, on a split.
+"""`seqc eval`: score a run's checkpoint, or an exported translator or recogniser, on a split.
 
 The work is `seqc.run.scoring.checkpoint_eval.evaluate_checkpoint` (and
 `seqc.run.scoring.artifact_eval` for `--artifact`): figures on stdout, which weights were scored
@@ -59,8 +59,9 @@ def eval_cmd(
     artifact: Annotated[
         Path | None,
         typer.Option(
-            help="Translate with this exported artifact instead of a checkpoint (its BLEU and "
-            "chrF; translations in RUN/eval/ARTIFACT-SPLIT, -TASK after it in a multi-task run).",
+            help="Score this exported artifact instead of a checkpoint: a translator's BLEU and "
+            "chrF, a recogniser's WER and CER (with --by and --manifest as for a checkpoint); "
+            "hypotheses in RUN/eval/ARTIFACT-SPLIT, -TASK after it in a multi-task run.",
         ),
     ] = None,
     by: Annotated[
@@ -82,9 +83,9 @@ def eval_cmd(
     """Score the last checkpoint of a run: loss, perplexity, token accuracy; BLEU and chrF of
     decoded translations when the task lists them, with sacreBLEU's signatures, the
     hypotheses written to RUN/eval/STEP-SPLIT/. A multi-task run: every task, or --task.
-    With --artifact: an exported translator's BLEU and chrF on the split, decoded as the
-    checkpoint's are. With --by FIELD, a speech task's WER and CER per group of a manifest field;
-    with --manifest FILE, on your own recordings."""
+    With --artifact: an exported translator's BLEU and chrF, or a recogniser's WER and CER, on
+    the split, decoded as the checkpoint's are. With --by FIELD, a speech task's WER and CER
+    per group of a manifest field; with --manifest FILE, on your own recordings."""
     if backend is not None:  # a bad --backend fails before the data is read, not after
         registry.check_backend(backend)
     run_dir = run_dir or Path("runs") / experiment
@@ -100,25 +101,18 @@ def eval_cmd(
     reporter = ConsoleReporter()
     if artifact is not None:
         from seqc.run.export.artifact import load_artifact
-
-        if by or manifest is not None:
-            raise UsageError(
-                "--by and --manifest score a speech checkpoint; --artifact scores a translator",
-                code="conflicting-options",
-                hint="leave out --artifact to score the run's checkpoint",
-            )
         from seqc.run.scoring.artifact_eval import eval_artifact
 
         if checkpoint is not None:
             raise UsageError(
-                "--artifact and --checkpoint both name what to translate with; give one",
+                "--artifact and --checkpoint both name what to score; give one",
                 code="conflicting-options",
             )
         named = task or artifact_task(
             spec, experiment, set_, load_artifact(artifact).manifest.get("task")
         )
         session = open_session(spec, experiment, set_ or [], cache_dir=cache_dir, task=named)
-        eval_artifact(session, artifact, split, limit, run_dir, reporter)
+        eval_artifact(session, artifact, split, limit, run_dir, reporter, by)
         return
     sessions = open_sessions(spec, experiment, set_ or [], cache_dir=cache_dir, task=task)
     for session in sessions:

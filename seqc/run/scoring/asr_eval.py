@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqc.backends.api import Model, Weights
 from seqc.run.report import Reporter
 from seqc.run.scoring.breakdown import group_of, rates_by, table
 from seqc.run.scoring.transcribe import score_model
 from seqc.run.session import Session
+
+if TYPE_CHECKING:
+    from seqc.run.export.artifact import Artifact
 
 ASR_FILES = ("audio.txt", "hypotheses.txt", "references.txt", "scores.json")
 """What `write_transcripts` puts in its folder: the first three line up."""
@@ -35,8 +38,81 @@ def evaluate_speech(
 ) -> None:
     """Transcribe the first `limit` utterances of `split` (0: all), report WER and CER overall
     and per group of each field in `by`, and write them with the transcripts to `folder`."""
-    examples = session.pipeline.splits[split].examples  # `by` checked by the caller, up front
     w = score_model(model, params, session.pipeline, split, session.compiled.decode, limit)
+    facts = {
+        "task": session.task,
+        "split": split,
+        "limit": limit,
+        "checkpoint": {"step": weights.step, "path": str(weights.path), "backend": weights.backend},
+        "decode": session.compiled.decode.to_json() if session.compiled.decode else "greedy",
+    }
+    report_speech(session, w, split, by, run_dir, folder, reporter, facts)
+
+
+def evaluate_speech_artifact(
+    session: Session,
+    artifact: Artifact,
+    split: str,
+    limit: int,
+    by: list[str],
+    run_dir: Path,
+    folder: Path,
+    reporter: Reporter,
+) -> None:
+    """`evaluate_speech` with an exported artifact in place of the checkpoint: each utterance
+    alone and unpadded, as a deployed model hears it, decoded with the spec's strategy as the
+    checkpoint's transcripts are."""
+    from seqc.run.decoding.forced import one_pass
+    from seqc.run.decoding.steps import StepDecoder
+    from seqc.run.export.artifact import step_functions
+    from seqc.run.scoring.transcribe import (
+        GREEDY,
+        one_by_one,
+        score_transcripts,
+        transcribe_attention,
+        transcribe_ctc,
+    )
+
+    fns, sig, pipeline = step_functions(artifact), artifact.signature, session.pipeline
+    strategy = session.compiled.decode
+    if sig.encoder_only:  # CTC: frame logits in one pass
+        run = one_by_one(lambda arrays: one_pass(fns, sig, arrays))
+        hyps, refs, order = transcribe_ctc(run, pipeline, split, strategy, limit)
+    else:
+        special = artifact.manifest["special"]
+        decoder = StepDecoder(fns, sig, special["bos"], special["eos"], special["pad"])
+        hyps, refs, order = transcribe_attention(
+            decoder, pipeline, split, strategy or GREEDY, limit
+        )
+    facts = {
+        "task": session.task,
+        "split": split,
+        "limit": limit,
+        "artifact": {
+            "path": str(artifact.path),
+            "format": artifact.format,
+            "quantize": artifact.manifest.get("quantize"),
+            "checkpoint": artifact.manifest.get("checkpoint"),
+        },
+        "decode": strategy.to_json() if strategy else "greedy",
+    }
+    w = score_transcripts(hyps, refs, order)
+    report_speech(session, w, split, by, run_dir, folder, reporter, facts)
+
+
+def report_speech(
+    session: Session,
+    w: dict[str, Any],
+    split: str,
+    by: list[str],
+    run_dir: Path,
+    folder: Path,
+    reporter: Reporter,
+    facts: dict[str, Any],
+) -> None:
+    """Print the scored transcripts' figures (overall, and by each field in `by`) and write
+    them to `folder` with `facts` (what was scored, how)."""
+    examples = session.pipeline.splits[split].examples  # `by` checked by the caller, up front
     for hyp, ref in w["samples"]:
         reporter.info(f"  hyp: {hyp}\n  ref: {ref}")
     reporter.result(
@@ -51,13 +127,6 @@ def evaluate_speech(
         reporter.result(f"{split} by {field}:")
         for line in table(field, rates):
             reporter.result(line)
-    facts = {
-        "task": session.task,
-        "split": split,
-        "limit": limit,
-        "checkpoint": {"step": weights.step, "path": str(weights.path), "backend": weights.backend},
-        "decode": session.compiled.decode.to_json() if session.compiled.decode else "greedy",
-    }
     write_transcripts(folder, w, [ex.source for ex in used], groups, facts, run_dir)
     reporter.result(f"{split} transcripts and scores: {folder}")
 
