@@ -127,7 +127,7 @@ FRAMEWORK_FREE = {
         "score_groups",
         "targets",
     },
-    "project": {"extras", "private_names", "readme"},
+    "project": {"autograph_off", "extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
     "sweep": {"compile_cache", "ledger", "study", "sweep_cli"},
 }

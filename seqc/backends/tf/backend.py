@@ -175,7 +175,9 @@ class TfBackend:
 
         key = id(graph)
         if key not in self._compiled:
-            fn = tf.function(lambda p, x: run_graph(graph, p, x), reduce_retracing=True)
+            fn = tf.function(
+                lambda p, x: run_graph(graph, p, x), autograph=False, reduce_retracing=True
+            )
             self._compiled[key] = (graph, fn)
         fn = self._compiled[key][1]
         feeds = {k: tf.convert_to_tensor(v) for k, v in inputs.items()}
@@ -198,7 +200,7 @@ class TfBackend:
         def run(x: dict) -> tf.Tensor:
             return run_graph(graph, {}, x, Ctx(rng=seed, training=True))[0]
 
-        fwd = tf.function(run, jit_compile=True)
+        fwd = tf.function(run, autograph=False, jit_compile=True)
         fwd_s = median_seconds(lambda: fwd(feeds).numpy(), reps)
         out_dtype = graph.ops[graph.outputs[0]].type.dtype
         if not floats or not out_dtype.startswith(("float", "bfloat")):
@@ -210,7 +212,7 @@ class TfBackend:
         out = fwd(feeds)
         cotangent = tf.random.stateless_normal(out.shape, seed=[1, 2], dtype=out.dtype)
 
-        @tf.function(jit_compile=True)
+        @tf.function(autograph=False, jit_compile=True)
         def both(x: dict, cot: tf.Tensor) -> list:
             with tf.GradientTape() as tape:
                 watched = [x[k] for k in floats]

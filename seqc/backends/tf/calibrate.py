@@ -43,7 +43,7 @@ def measure(quick: bool) -> dict[str, float]:
     n = 1024 if quick else 2048
     a = tf.random.normal([n, n])
     b = tf.random.normal([n, n])
-    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)))
+    matmul = tf.function(lambda x, y: tf.reduce_sum(tf.matmul(x, y)), autograph=False)
     flops = 2 * n**3 / _median_s(lambda: matmul(a, b).numpy(), reps)
 
     big = np.ones((64 if quick else 256) * 2**20 // 4, np.float32)
@@ -55,7 +55,7 @@ def measure(quick: bool) -> dict[str, float]:
         with tf.device("/device:CPU:0"):
             x = tf.ones([size // 4], tf.float32)
 
-        @tf.function
+        @tf.function(autograph=False)
         def copy(t: tf.Tensor) -> tf.Tensor:
             with tf.device("/device:CPU:1"):
                 return tf.reduce_sum(tf.identity(t))

@@ -138,7 +138,7 @@ class TfDecoder:
                 body = self._token_fn(greedy=kind == "greedy")
                 signature = [*common, tf.TensorSpec([], tf.bool), tf.TensorSpec([], tf.int64)]
                 signature += [f64, i32, f64]
-            self._compiled[key] = tf.function(body, input_signature=signature)
+            self._compiled[key] = tf.function(body, autograph=False, input_signature=signature)
         return self._compiled[key]
 
     def _log_probs(

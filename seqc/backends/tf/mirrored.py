@@ -115,7 +115,9 @@ class MirroredTfModel(TfModel):
         )
         with distribution.scope():
             super().__init__(task, train, seed)
-            self.compiled_step = tf.function(self._mirrored_impl, reduce_retracing=True)
+            self.compiled_step = tf.function(
+                self._mirrored_impl, autograph=False, reduce_retracing=True
+            )
         self.replicas = int(distribution.num_replicas_in_sync)
         self._devices = list(distribution.extended.worker_devices)
         self._per_sequence = task.per_sequence

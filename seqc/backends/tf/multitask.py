@@ -53,7 +53,9 @@ class TfMultiTaskModel:
         if self.sum:
             self.opt = optimizer(train)
             self.opt.build(self.params)
-            fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
+            fn = functools.partial(
+                tf.function, autograph=False, reduce_retracing=True, jit_compile=jit_compile
+            )
             self._sum_step = fn(self._sum_impl)
 
     # ---------------------------------------------------------------- state

@@ -54,7 +54,7 @@ class Collectives:
 
     def __init__(self, strategy: tf.distribute.Strategy) -> None:
         self.strategy = strategy
-        self._total = tf.function(self._total_impl)
+        self._total = tf.function(self._total_impl, autograph=False)
 
     def _total_impl(self, value: tf.Tensor) -> tf.Tensor:
         def replica(value: tf.Tensor) -> tf.Tensor:

@@ -93,7 +93,7 @@ class PsModel(TfModel):
         with link.strategy.scope():  # every variable, slots and counters too, on the servers
             super().__init__(task, train, seed, jit_compile=jit_compile)
         self._worker_step = tf.function(
-            self._worker_impl, reduce_retracing=True, jit_compile=jit_compile
+            self._worker_impl, autograph=False, reduce_retracing=True, jit_compile=jit_compile
         )
         self._next: int | None = None
         """The step the next scheduled one is (read from `step` after a restore)."""

@@ -27,6 +27,7 @@ def _function(graph: Graph, params: dict[str, tf.Variable], jit: bool) -> Any:
     in its loop, which XLA refuses."""
     return tf.function(
         lambda feeds: run_graph(graph, params, feeds, Ctx(compute_dtype=tf.float32)),
+        autograph=False,
         reduce_retracing=True,
         jit_compile=jit,
     )

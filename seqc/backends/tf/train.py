@@ -92,7 +92,9 @@ class TfModel:
         self.opt.build(self.params)
         self.step = tf.Variable(0, dtype=tf.int32, trainable=False, name="step")
         self.seed = tf.Variable([seed + 1, 0], dtype=tf.int32, trainable=False, name="seed")
-        fn = functools.partial(tf.function, reduce_retracing=True, jit_compile=jit_compile)
+        fn = functools.partial(
+            tf.function, autograph=False, reduce_retracing=True, jit_compile=jit_compile
+        )
         self.compiled_step = fn(self._train_impl)
         self._eval_step = fn(self._eval_impl)
         self._logits = fn(self._logits_impl)
