@@ -1,8 +1,8 @@
 """A JAX run of several processes (`seqc launch`, `jax.distributed` over localhost): it trains as
-one process with the same global batch; it resumes exactly with the same process count, and
-with another one (two to one here; `test_spmd` reshards across meshes); a process that dies
-stops the group, and the group resumes from the last checkpoint to the parameters of an
-uninterrupted run; SIGTERM stops every process at one step with one checkpoint.
+one process with the same global batch; a process that dies stops the group, SIGTERM stops every
+process at one step with one checkpoint, and the group resumes from the last checkpoint to the
+parameters of an uninterrupted run; it resumes on another process count too (two to one here;
+`test_spmd` reshards across meshes).
 
 Every group runs on 127.0.0.1 with ports the launcher picks, under a timeout, and the test kills
 whatever it started if anything goes wrong.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,10 +34,11 @@ from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
-LONG_STEPS = 120
-LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30", "--no-dev-eval"]
-"""Long enough (a few seconds) to stop it midway, with checkpoints to resume from; no dev
-evaluation around it (its figures are not what these runs check)."""
+LONG_STEPS = 150
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30"]
+"""Long enough (a few seconds) to stop it twice, with checkpoints to resume from."""
+NO_EVAL = ["--no-dev-eval"]
+"""No dev evaluation around a run whose dev figures are not what the test checks."""
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +115,7 @@ def _final_params(run: Path) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="module")
 def straight(folder: Path) -> Path:
     """The uninterrupted 2-process run the stopped ones must end equal to."""
-    code, out = _finish(_launch(_train(folder, "straight", *MESH2, *LONG)))
+    code, out = _finish(_launch(_train(folder, "straight", *MESH2, *LONG, *NO_EVAL)))
     assert code == 0, out[-3000:]
     return folder / "straight"
 
@@ -141,47 +143,30 @@ def test_two_processes_train_as_one(folder: Path, straight: Path, one: list[floa
     }
 
 
-def test_a_run_resumes_on_another_process_count(folder: Path, one: list[float]) -> None:
-    """Two processes to step 10, then one to 20: the checkpoint is resharded on restore, and
-    the losses are one process's throughout (to the reduction order)."""
-    code, out = _finish(_launch(_train(folder, "mixed", *MESH2, "--set", "train.steps=10")))
-    assert code == 0, out[-3000:]
-    assert "backend: jax, 2 processes" in out and out.count("dev perplexity after") == 1
-    # one process on one device needs no setup: this process (no interpreter to start)
-    single = CliRunner().invoke(app, [*_train(folder, "mixed"), "--resume"])
-    assert single.exit_code == 0, single.output[-3000:]
-    assert "resumed from step 10" in single.output
-    mixed = _losses(folder / "mixed")
-    assert len(mixed) == 20
-    for x, y in zip(one, mixed, strict=True):
-        assert abs(x - y) <= 1e-5 * abs(x), (one, mixed)
-
-
-def test_a_dead_process_stops_the_group_and_the_group_resumes_exactly(
+def test_a_stopped_group_resumes_exactly_and_on_another_process_count(
     folder: Path, straight: Path
 ) -> None:
-    proc = _launch(_train(folder, "killed", *MESH2, *LONG))
-    _wait_for(folder / "killed" / "checkpoints" / "60", proc)
+    """One run stopped both ways a group ends early, and resumed after each: a process dies
+    (rank 1 killed after the checkpoint at 30), then SIGTERM (after the checkpoint at 60); the
+    group ends at the parameters of the uninterrupted run. A copy of it as SIGTERM left it is
+    resumed by one process: the checkpoint is resharded on restore, and the losses are the
+    uninterrupted run's (one process's, `test_two_processes_train_as_one`) throughout, to the
+    reduction order. One run for the three: each group costs seconds of processes starting."""
+    run = folder / "preempted"
+    proc = _launch(_train(folder, "preempted", *MESH2, *LONG, *NO_EVAL))
+    _wait_for(run / "checkpoints" / "30", proc)
     os.kill(_rank(proc.pid, 1), signal.SIGKILL)
     code, out = _finish(proc, 120)
     assert code == 128 + signal.SIGKILL, out[-3000:]
+    assert "backend: jax, 2 processes" in out
     assert "rank 1 was killed by SIGKILL; its last lines:" in out
     assert "[process-lost]" in out and "Traceback" not in out, out  # rank 0 says why
-    code, out = _finish(_launch(_train(folder, "killed", *MESH2, *LONG, "--resume")))
-    assert code == 0, out[-3000:]
-    resumed_from = int(out.split("resumed from step ")[1].split()[0])
-    assert resumed_from >= 60
-    a, b = _final_params(straight), _final_params(folder / "killed")
-    for name in a:
-        np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
 
-
-def test_sigterm_checkpoints_every_process_at_one_step(folder: Path, straight: Path) -> None:
-    proc = _launch(_train(folder, "preempted", *MESH2, *LONG))
+    proc = _launch(_train(folder, "preempted", *MESH2, *LONG, *NO_EVAL, "--resume"))
     try:
-        _wait_for(folder / "preempted" / "checkpoints" / "30", proc)
+        _wait_for(run / "checkpoints" / "60", proc)
         # the lock covers the group: another run may not write to its directory meanwhile
-        other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG))
+        other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG, *NO_EVAL))
         assert other.exit_code == 2 and "run-locked" in other.output, other.output
     except BaseException:
         _kill_group(proc)
@@ -189,16 +174,30 @@ def test_sigterm_checkpoints_every_process_at_one_step(folder: Path, straight: P
     proc.send_signal(signal.SIGTERM)
     code, out = _finish(proc, 120)
     assert code == 128 + signal.SIGTERM, out[-3000:]
+    assert int(out.split("resumed from step ")[1].split()[0]) >= 30
     assert "[rank 1] SIGTERM: stopping" in out and "[rank 0] SIGTERM: stopping" in out
     assert "stopped by SIGTERM: every process was asked to checkpoint and stop" in out
     assert "resume with: seqc launch -n 2 -- train" in out
     stopped = int(out.split("stopped by SIGTERM at step ")[1].split(":")[0])
-    steps = sorted(int(p.name) for p in (folder / "preempted" / "checkpoints").iterdir())
+    steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir())
     assert steps[-1] == stopped  # one checkpoint, at the step every process stopped after
+
+    # another process count: one process on one device needs no setup, so this process
+    shutil.copytree(run, folder / "mixed")
+    single = CliRunner().invoke(app, [*_train(folder, "mixed", *LONG, *NO_EVAL), "--resume"])
+    assert single.exit_code == 0, single.output[-3000:]
+    assert f"resumed from step {stopped}" in single.output
+    two, mixed = _losses(straight), _losses(folder / "mixed")
+    assert len(mixed) == LONG_STEPS
+    for x, y in zip(two, mixed, strict=True):
+        assert abs(x - y) <= 1e-5 * abs(x), (two, mixed)
+
+    # the group again, evaluating on dev after: process 0 alone reports it
     code, out = _finish(_launch(_train(folder, "preempted", *MESH2, *LONG, "--resume")))
     assert code == 0, out[-3000:]
     assert f"resumed from step {stopped}" in out
-    a, b = _final_params(straight), _final_params(folder / "preempted")
+    assert out.count("dev perplexity after") == 1, out[-3000:]
+    a, b = _final_params(straight), _final_params(run)
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-6, atol=1e-7, err_msg=name)
 
