@@ -14,7 +14,7 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -77,8 +77,25 @@ def postgres_server(folder: Path) -> Iterator[str]:
         run(psql, "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "seqc")
         yield f"postgresql://postgres@127.0.0.1:{port}/seqc"
     finally:
-        subprocess.run(
+        stop = subprocess.run(
             [*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"],
             capture_output=True,
             timeout=120,
         )
+        if stop.returncode != 0:
+            _kill_postmaster(data)
+
+
+def _kill_postmaster(data: Path) -> None:
+    """The server's end when `pg_ctl stop` failed: a pytest started meanwhile resets the
+    permissions of /tmp/pytest-of-USER, so the postgres user no longer reaches its folder and
+    `pg_ctl` cannot stop it; the server would run on. Its pid is the first line of
+    postmaster.pid (read here as the user that started it, root then)."""
+    import signal
+
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return  # no server left to stop
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
