@@ -22,13 +22,15 @@ from seqc.compiler.run_checks import check_run
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.report import Reporter
 from seqc.run.session import MultiTaskSession, Session
+from seqc.run.train.layout import check_mesh_processes
 from seqc.spec.errors import CheckError, UsageError
 
 
 def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Cluster) -> None:
     """`distribution.sync` against the backend and the processes: asynchronous training runs on
     TF with parameter servers (`seqc launch --ps K`); a cluster with servers trains async. Then
-    everything the spec alone decides (`check_run`, as `seqc check` runs it)."""
+    everything the spec alone decides (`check_run`, as `seqc check` runs it), and a mesh that
+    does not span the run's processes (`check_mesh_processes`)."""
     span = resolved.span("distribution.sync")
     asks_async = resolved.config["distribution"]["sync"] == "async"
     servers = "ps" in cluster.spec
@@ -57,6 +59,7 @@ def check_strategy(resolved: ResolvedExperiment, engine: Backend, cluster: Clust
             "without --ps",
         )
     check_run(resolved, several=cluster.several)
+    check_mesh_processes(resolved, cluster)
 
 
 def check_multitask(joint: MultiTaskSession, cluster: Cluster) -> None:

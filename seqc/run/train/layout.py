@@ -10,6 +10,7 @@ import math
 from seqc.backends.api import Backend, Cluster
 from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
+from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.report import Reporter
 from seqc.run.session import Session
 from seqc.spec.errors import CheckError
@@ -42,14 +43,12 @@ def plan_placement(session: Session, engine: Backend, reporter: Reporter) -> Pla
     return placed
 
 
-def plan_mesh(
-    session: Session, placement: Placement | None, cluster: Cluster
-) -> ShardingPlan | None:
-    """The sharding plan of the spec's mesh, or None for one device; the training batches must
-    split over its data axes. A synchronous run of several processes trains one model over
-    every process's devices: a mesh smaller than the processes (the default `{data: 1}`) would
-    have each train alone, and their collective checkpoint fail after training."""
-    resolved = session.resolved
+def check_mesh_processes(resolved: ResolvedExperiment, cluster: Cluster) -> None:
+    """A synchronous run of several processes trains one model over every process's devices: a
+    mesh smaller than the processes (the default `{data: 1}`) would have each train alone, and
+    their collective checkpoint fail after training. The spec and the process count decide it,
+    so `check_strategy` refuses it before the processes join (a group that would only fail
+    then starts no backend)."""
     mesh = mesh_of(resolved)
     processes = cluster.num_processes
     if cluster.several and "ps" not in cluster.spec and math.prod(mesh.values()) < processes:
@@ -65,6 +64,16 @@ def plan_mesh(
             f'{processes}}}" for one device per process (more with several each); or train '
             "in one process",
         )
+
+
+def plan_mesh(
+    session: Session, placement: Placement | None, cluster: Cluster
+) -> ShardingPlan | None:
+    """The sharding plan of the spec's mesh, or None for one device; the training batches must
+    split over its data axes, and the mesh span the run's processes (`check_mesh_processes`)."""
+    resolved = session.resolved
+    check_mesh_processes(resolved, cluster)
+    mesh = mesh_of(resolved)
     if math.prod(mesh.values()) == 1:
         return None
     if placement is not None:
