@@ -154,6 +154,36 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
         assert _transcript(["--artifact", str(run / "export" / name), "--input", str(just)]) == want
 
 
+def test_eval_scores_an_exported_recogniser_as_it_scores_the_checkpoint(trained) -> None:
+    """`seqc eval --artifact` on a speech artifact: WER and CER of the fp32 ONNX export (each
+    utterance alone and unpadded, as deployed) on the test split are the checkpoint's, `--by`
+    groups them, `--manifest` scores any manifest through it, and `scores.json` names the
+    artifact it scored."""
+    base, run, data, _ = trained
+    onnx = run / "export" / "onnx-none"
+    if not onnx.is_dir():  # run alone, without the export test before it
+        export = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--quantize", "none"]
+        done = runner.invoke(app, [*export, "--wer", "0", "--batches", "1"])
+        assert done.exit_code == 0, done.output
+    evaluate = ["eval", *base, "--run-dir", str(run), "--split", "test"]
+    checkpoint = runner.invoke(app, evaluate)
+    assert checkpoint.exit_code == 0, checkpoint.output
+    artifact = runner.invoke(app, [*evaluate, "--artifact", str(onnx), "--by", "voice"])
+    assert artifact.exit_code == 0, artifact.output
+    figures = [line for line in checkpoint.stdout.splitlines() if line.startswith("test_")]
+    wer = next(line for line in figures if line.startswith("test_wer: "))
+    cer = next(line for line in figures if line.startswith("test_cer: "))
+    assert wer in artifact.stdout and cer in artifact.stdout, (figures, artifact.stdout)
+    assert "test by voice:" in artifact.stdout and "flite:slt" in artifact.stdout
+    scores = json.loads((run / "eval" / "onnx-none-test" / "scores.json").read_text())
+    assert scores["artifact"]["format"] == "onnx" and scores["artifact"]["quantize"] == "none"
+    assert scores["utterances"] == TINY["test"] and set(scores["by"]["voice"]) == {"flite:slt"}
+    manifest = [*evaluate, "--artifact", str(onnx), "--manifest", str(data / "test.jsonl")]
+    own = runner.invoke(app, manifest)
+    assert own.exit_code == 0, own.output
+    assert wer in own.stdout
+
+
 def test_decode_reads_a_wav_from_stdin_and_several_wavs_in_order(trained, tmp_path: Path) -> None:
     """`cat good.wav | seqc decode ... --input -` said "not UTF-8 text"; two --input flags
     transcribed only the last."""
