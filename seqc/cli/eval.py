@@ -91,6 +91,9 @@ def eval_cmd(
     run_dir = run_dir or Path("runs") / experiment
     split = split or ("test" if manifest is not None else "dev")
     set_ = list(set_ or [])
+    # your own manifest's transcripts go to RUN/eval/STEP-manifest-NAME: under the split's name
+    # they replaced the spec's test split's
+    label = None if manifest is None else f"manifest-{manifest.stem}"
     if manifest is not None:
         from seqc.run.scoring.own_manifest import manifest_override
 
@@ -112,7 +115,7 @@ def eval_cmd(
             spec, experiment, set_, load_artifact(artifact).manifest.get("task")
         )
         session = open_session(spec, experiment, set_ or [], cache_dir=cache_dir, task=named)
-        eval_artifact(session, artifact, split, limit, run_dir, reporter, by)
+        eval_artifact(session, artifact, split, limit, run_dir, reporter, by, label)
         return
     sessions = open_sessions(spec, experiment, set_ or [], cache_dir=cache_dir, task=task)
     for session in sessions:
@@ -120,7 +123,7 @@ def eval_cmd(
             out.print(f"task {session.task}:")
         source = checkpoint or run_dir
         engine = run_backend(session, backend)
-        evaluate_checkpoint(session, source, engine, split, limit, run_dir, reporter, by)
+        evaluate_checkpoint(session, source, engine, split, limit, run_dir, reporter, by, label)
 
 
 COMMANDS = {"eval": eval_cmd}

@@ -182,6 +182,11 @@ def test_eval_scores_an_exported_recogniser_as_it_scores_the_checkpoint(trained)
     own = runner.invoke(app, manifest)
     assert own.exit_code == 0, own.output
     assert wer in own.stdout
+    # a manifest's transcripts have a folder of their own: the test split's are left as they were
+    mine = json.loads((run / "eval" / "onnx-none-manifest-test" / "scores.json").read_text())
+    assert mine["by"] == {} and scores["by"]
+    again = json.loads((run / "eval" / "onnx-none-test" / "scores.json").read_text())
+    assert again == scores
 
 
 def test_decode_reads_a_wav_from_stdin_and_several_wavs_in_order(trained, tmp_path: Path) -> None:
@@ -254,5 +259,7 @@ def test_eval_scores_each_voice_and_a_manifest_of_your_own(trained, tmp_path: Pa
     assert result.exit_code == 0, result.output
     assert "test_wer:" in result.stdout and "(2 utterances" in result.stdout
     assert "test by who:" in result.stdout
+    (folder,) = (run / "eval").glob("*-manifest-m")  # not the test split's folder: its own
+    assert json.loads((folder / "scores.json").read_text())["utterances"] == 2
     missing = runner.invoke(app, [*base_eval, "--manifest", str(mine / "gone.jsonl")])
     assert missing.exit_code == 2 and "no manifest at" in missing.output

@@ -31,11 +31,13 @@ def eval_artifact(
     run_dir: Path,
     reporter: Reporter | None = None,
     by: list[str] | None = None,
+    label: str | None = None,
 ) -> Path:
     """Translate `split` (its first `limit` examples; 0: all) with the artifact at `path`,
     report BLEU and chrF with sacreBLEU's signatures, and write the translations; or, for a
     speech artifact, transcribe it and report WER and CER (per group of each field in `by`
-    too). The folder written."""
+    too). The folder written: RUN/eval/ARTIFACT-SPLIT, LABEL in place of SPLIT when given
+    (`seqc eval --manifest`'s own)."""
     from seqc.run.decoding.text_decoder import fallback_strategy, from_artifact
     from seqc.run.export.artifact import check_against, load_artifact
     from seqc.run.rundir.lock import unwritable
@@ -70,7 +72,7 @@ def eval_artifact(
     art = load_artifact(path)
     check_against(art, session)
     if kind == "asr":
-        return _eval_speech(session, art, split, limit, run_dir, reporter, by or [])
+        return _eval_speech(session, art, split, limit, run_dir, reporter, by or [], label)
     gen = from_artifact(art)
     strategy = session.compiled.decode or fallback_strategy()
     step = (art.manifest.get("checkpoint") or {}).get("step")
@@ -85,7 +87,8 @@ def eval_artifact(
     reporter.result(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
     reporter.result(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
     tag = path.resolve().name
-    folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
+    several = several_tasks(session.resolved)
+    folder = eval_folder(run_dir, tag, label or split, session.task, several)
     facts = {
         "task": session.task,
         "split": split,
@@ -114,6 +117,7 @@ def _eval_speech(
     run_dir: Path,
     reporter: Reporter,
     by: list[str],
+    label: str | None,
 ) -> Path:
     from seqc.run.scoring.asr_eval import evaluate_speech_artifact
     from seqc.run.scoring.translate import eval_folder
@@ -124,6 +128,7 @@ def _eval_speech(
         f"exported from checkpoint step {step}"
     )
     tag = art.path.resolve().name
-    folder = eval_folder(run_dir, tag, split, session.task, several_tasks(session.resolved))
+    several = several_tasks(session.resolved)
+    folder = eval_folder(run_dir, tag, label or split, session.task, several)
     evaluate_speech_artifact(session, art, split, limit, by, run_dir, folder, reporter)
     return folder

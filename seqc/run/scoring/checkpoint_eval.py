@@ -30,10 +30,12 @@ def evaluate_checkpoint(
     run_dir: Path,
     reporter: Reporter | None = None,
     by: list[str] | None = None,
+    label: str | None = None,
 ) -> None:
     """Score the weights at `source` on `split` (decoding its first `limit` examples for
     BLEU/chrF or WER/CER; 0: all) on `backend`, and report each figure; a speech task's WER and
-    CER also per group of each manifest field in `by`."""
+    CER also per group of each manifest field in `by`. `label` names the data in the folder the
+    transcripts go to in place of the split's name (`seqc eval --manifest`'s own)."""
     from seqc.run.scoring.evaluate import evaluate
 
     reporter = reporter or PlainReporter()
@@ -62,7 +64,7 @@ def evaluate_checkpoint(
     if session.pipeline.task == "asr" and metrics & {"wer", "cer"}:
         from seqc.run.scoring.asr_eval import evaluate_speech
 
-        folder = eval_dir(run_dir, session, weights, split)
+        folder = eval_dir(run_dir, session, weights, label or split)
         evaluate_speech(
             session, model, params, weights, split, limit, by or [], run_dir, folder, reporter
         )
@@ -80,7 +82,7 @@ def evaluate_checkpoint(
         sig = t["signatures"]
         reporter.result(f"{split}_bleu: {t['bleu']:.2f}  ({t['examples']} examples; {sig['bleu']})")
         reporter.result(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
-        folder = write_eval(run_dir, session, weights, split, limit, strategy, t)
+        folder = write_eval(run_dir, session, weights, split, limit, strategy, t, label)
         reporter.result(f"{split} hypotheses and scores: {folder}")
 
 
@@ -92,6 +94,7 @@ def write_eval(
     limit: int,
     strategy: DecodeConfig,
     scored: dict[str, Any],
+    label: str | None = None,
 ) -> Path:
     """Write the translations and their scores to RUN/eval/STEP-SPLIT (-TASK in a multi-task
     run), where a reported figure can be checked and rescored; a later eval of the same
@@ -99,7 +102,7 @@ def write_eval(
     from seqc.run.rundir.lock import unwritable
     from seqc.run.scoring.translate import write_translations
 
-    folder = eval_dir(run_dir, session, weights, split)
+    folder = eval_dir(run_dir, session, weights, label or split)
     facts = {
         "task": session.task,
         "split": split,
