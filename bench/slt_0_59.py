@@ -52,7 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     manifest = build(FOLDER)
     command = [sys.executable, "-m", "seqc.cli", "eval", str(SPEC), "-e", args.experiment,
-               "--run-dir", str(args.run_dir), "--manifest", str(manifest), "--by", "voice"]  # fmt: skip
+               "--run-dir", str(args.run_dir), "--manifest", str(manifest),
+               "--by", "voice"]  # fmt: skip
     print("$", " ".join(command[2:]), flush=True)
     done = subprocess.run(command, capture_output=True, text=True)
     print(done.stdout + done.stderr)
