@@ -52,7 +52,7 @@ def test_samplers_and_pruners_are_optunas(sweeps) -> None:
     assert isinstance(engine.pruner(lr), optuna.pruners.NopPruner)
     grid = engine.sampler(bad, salt=99)
     assert isinstance(grid, optuna.samplers.GridSampler)
-    assert engine.grid_space(bad.space) == {"train.optimizer.lr.peak": [0.02, 0.01, 1e-07, 1e-08]}
+    assert engine.grid_space(bad.space) == {"train.optimizer.lr.peak": [1e-08, 0.02, 1e-07]}
     assert isinstance(engine.pruner(bad), optuna.pruners.MedianPruner)
     asha = bad.model_copy(
         update={
