@@ -97,6 +97,16 @@ class Artifact:
     def signature(self) -> StepSignature:
         return StepSignature.from_json(self.manifest["step"])
 
+    def record(self) -> dict[str, Any]:
+        """What an evaluation's `scores.json` says it scored: the folder, the format, the
+        quantisation and the checkpoint it was exported from."""
+        return {
+            "path": str(self.path),
+            "format": self.format,
+            "quantize": self.manifest.get("quantize"),
+            "checkpoint": self.manifest.get("checkpoint"),
+        }
+
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         from seqc.data.tokenizers import load_tokenizer
 

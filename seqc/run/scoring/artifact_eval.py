@@ -93,12 +93,7 @@ def eval_artifact(
         "task": session.task,
         "split": split,
         "limit": limit,
-        "artifact": {
-            "path": str(path),
-            "format": art.format,
-            "quantize": art.manifest.get("quantize"),
-            "checkpoint": art.manifest.get("checkpoint"),
-        },
+        "artifact": art.record(),
         "decode": strategy.to_json(),
     }
     try:

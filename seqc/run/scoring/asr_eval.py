@@ -88,12 +88,7 @@ def evaluate_speech_artifact(
         "task": session.task,
         "split": split,
         "limit": limit,
-        "artifact": {
-            "path": str(artifact.path),
-            "format": artifact.format,
-            "quantize": artifact.manifest.get("quantize"),
-            "checkpoint": artifact.manifest.get("checkpoint"),
-        },
+        "artifact": artifact.record(),
         "decode": strategy.to_json() if strategy else "greedy",
     }
     w = score_transcripts(hyps, refs, order)
