@@ -58,17 +58,11 @@ def eval_artifact(
             code="no-split",
             hint=f"one of: {', '.join(session.pipeline.splits)}",
         )
-    if by and kind != "asr":
-        raise UsageError(
-            f"--by groups a speech task's WER and CER; task `{session.task}` is not one",
-            code="by-needs-speech",
-            hint="leave out --by",
-        )
-    if by:  # a misspelt field: said before anything is loaded or transcribed
-        from seqc.run.scoring.breakdown import check_field
+    # a misspelt field, or a task without transcripts: said before anything is loaded
+    from seqc.run.scoring.breakdown import check_by
 
-        for field in by:
-            check_field(session.pipeline.splits[split].examples, field, split)
+    examples = session.pipeline.splits[split].examples
+    check_by(by or [], kind, session.task, examples, split)
     art = load_artifact(path)
     check_against(art, session)
     if kind == "asr":

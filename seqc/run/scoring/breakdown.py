@@ -19,10 +19,27 @@ from typing import Any
 from seqc.data.errors import DataError
 from seqc.data.readers import Example
 from seqc.run.scoring.wer import error_rates
-from seqc.spec.errors import did_you_mean
+from seqc.spec.errors import UsageError, did_you_mean
 
 MISSING = "(none)"
 """The group of the lines that lack the field."""
+
+
+def check_by(
+    by: Sequence[str], kind: str, task: str, examples: Sequence[Example], split: str
+) -> None:
+    """`seqc eval --by FIELD...`, before any scoring (of a checkpoint or an artifact): a speech
+    task's (`kind` asr), each field on the split's lines (`check_field`)."""
+    if not by:
+        return
+    if kind != "asr":
+        raise UsageError(
+            f"--by groups a speech task's WER and CER; task `{task}` is not one",
+            code="by-needs-speech",
+            hint="leave out --by",
+        )
+    for field in by:
+        check_field(examples, field, split)
 
 
 def check_field(examples: Sequence[Example], field: str, split: str) -> None:

@@ -18,7 +18,6 @@ from seqc.compiler.config import DecodeConfig
 from seqc.run.report import PlainReporter, Reporter
 from seqc.run.session import Session
 from seqc.run.weights.restore import restore
-from seqc.spec.errors import UsageError
 
 
 def evaluate_checkpoint(
@@ -46,17 +45,11 @@ def evaluate_checkpoint(
     reporter.result(
         f"checkpoint: step {weights.step} of {weights.path} ({registry.title(weights.backend)})"
     )
-    if by:  # a misspelt field, or a task without transcripts: said before any scoring
-        from seqc.run.scoring.breakdown import check_field
+    # a misspelt field, or a task without transcripts: said before any scoring
+    from seqc.run.scoring.breakdown import check_by
 
-        if session.pipeline.task != "asr":
-            raise UsageError(
-                f"--by groups a speech task's WER and CER; task `{session.task}` is not one",
-                code="by-needs-speech",
-                hint="leave out --by",
-            )
-        for field in by:
-            check_field(session.pipeline.splits[split].examples, field, split)
+    pipeline = session.pipeline
+    check_by(by or [], pipeline.task, session.task, pipeline.splits[split].examples, split)
     scores = evaluate(model, params, session.pipeline, split)
     for k, v in scores.items():
         reporter.result(f"{split}_{k}: {v:.4f}" if isinstance(v, float) else f"{split}_{k}: {v}")
