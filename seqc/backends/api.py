@@ -383,6 +383,12 @@ class ExportJob:
     backend's step functions), for static quantization and representative datasets."""
     keep_float: tuple[str, ...] = ()
     """Layer paths an int8 artifact leaves in float (formats that can: TFLite)."""
+    shared: Path | None = None
+    """A folder that lasts the whole export of the task, for what a format builds once from the
+    model and converts in each quantization (TFLite's SavedModel); None: nothing is kept."""
+    variant: str = "forward"
+    """Which of the task's graphs this is (`forward`, or `scoring` for a raw-score artifact):
+    the name under which a format keeps its intermediates in `shared`."""
 
 
 class ArtifactFormat(Protocol):

@@ -42,16 +42,29 @@ class TfliteSteps:
         return out[self.output], {c: out[f"next_{c}"] for c in self.caches}
 
 
+def _savedmodel(job: ExportJob, work: Path) -> Path:
+    """The TF backend's SavedModel of the job's model, which each quantization converts: made
+    once per export and model (`ExportJob.shared`, `variant`), where exporting it again for
+    each mode took longer than a conversion."""
+    from seqc.backends.tf.savedmodel import export_savedmodel
+
+    if job.shared is None:
+        return export_savedmodel(job.graph, job.params, work / "sm", {}, job.program)
+    folder = job.shared / f"tflite-savedmodel-{job.variant}"
+    if not (folder / "saved_model.pb").is_file():
+        export_savedmodel(job.graph, job.params, folder, {}, job.program)
+    return folder
+
+
 class TfliteFormat:
     name = "tflite"
     quantize = ("none", "dynamic", "fp16", "int8")
     model_files = ("model.tflite",)
 
     def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
-        from seqc.backends.tf.savedmodel import export_savedmodel
         from seqc.backends.tflite.convert import convert
 
-        saved = export_savedmodel(job.graph, job.params, work / "sm", {}, job.program)
+        saved = _savedmodel(job, work)
         keys = ["encode"] * (job.program.encoder is not None)
         keys += ["step"] * (job.program.step is not None)
 

@@ -133,10 +133,12 @@ def _latency_ms(fns: Any, sig: StepSignature, sample_rate: int | None, reps: int
     return 1000.0 * statistics.median(times)
 
 
-def _job(ctx: Context, keep_float: tuple[str, ...] = ()) -> ExportJob:
+def _job(ctx: Context, keep_float: tuple[str, ...], shared: Path | None, variant: str) -> ExportJob:
     session = ctx.session
     return ExportJob(
         keep_float=keep_float,
+        shared=shared,
+        variant=variant,
         graph=session.graph,
         params=ctx.params,
         program=ctx.program,
@@ -153,10 +155,12 @@ def export_one(
     target: Path,
     normalize: bool = True,
     keep_float: tuple[str, ...] = (),
+    shared: Path | None = None,
 ) -> Row:
     """Build, gate, measure and package one artifact into `target` (see the module doc);
     `normalize = false` exports the scoring graph (`scoring_context`); `keep_float`: layers a
-    TFLite int8 artifact leaves in float."""
+    TFLite int8 artifact leaves in float; `shared`: the folder of the export's intermediates
+    (`ExportJob.shared`)."""
     if not normalize:
         ctx = scoring_context(ctx)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -164,7 +168,8 @@ def export_one(
     output_folder(target.parent, "--out")
     artifact = registry.artifact_format(fmt)
     with staged(target.parent, target.name) as tmp, staged(target.parent, "work") as work:
-        extra = artifact.build(_job(ctx, keep_float), tmp, quantize, work)
+        job = _job(ctx, keep_float, shared, "forward" if normalize else "scoring")
+        extra = artifact.build(job, tmp, quantize, work)
         fns = artifact.runtime(tmp, ctx.sig)
         forward = one_pass if ctx.sig.encoder_only else teacher_forced
         logits = [forward(fns, ctx.sig, b) for b in ctx.batches]

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from seqc.data.staging import staged
+from seqc.data.targets import output_folder
 from seqc.run.export.build import Row, export_one
 from seqc.run.export.context import Context, prepare
 from seqc.run.export.plan import Job, folder_name
@@ -48,11 +50,14 @@ def export_task(
     weights, params = checked_weights(session, source, reporter)
     ctx = prepare(session, params, weights, batches, bleu, wer)
     rows = []
-    for job in jobs:
-        fmt, q, norm, keep = job
-        kept = f", {', '.join(keep)} in float" if keep else ""
-        reporter.info(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}{kept}) ...")
-        rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm, keep))
+    output_folder(target, "--out")
+    # what each format builds once and converts in every quantization (TFLite's SavedModel)
+    with staged(target, "shared") as shared:
+        for job in jobs:
+            fmt, q, norm, keep = job
+            kept = f", {', '.join(keep)} in float" if keep else ""
+            reporter.info(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}{kept}) ...")
+            rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm, keep, shared))
     scoring = ctx.scoring_view.reference_quality if ctx.scoring_view is not None else {}
     return Exported(
         rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32", sample_of(ctx)
