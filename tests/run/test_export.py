@@ -120,6 +120,10 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         "int8",
     )
     assert "onnx-int8" in output and "tflite-int8" in output
+    # the artifacts only: the SavedModel the TFLite modes shared, and every work folder, gone
+    assert sorted(p.name for p in (run / "export").iterdir()) == sorted(
+        f"{f}-{q}" for f in ("onnx", "tflite") for q in ("none", "dynamic", "int8")
+    )
     ref = _manifest(run, "onnx-none")["reference_quality"]["perplexity"]
     for name in ("onnx-none", "tflite-none"):
         m = _manifest(run, name)
