@@ -150,21 +150,18 @@ def test_there_are_examples() -> None:
 def test_damaged_specs_fail_only_with_seqc_errors(
     case: tuple[str, list[Edit]], examples_copy: Path
 ) -> None:
-    """Parse, load and check a damaged example: success or a SeqcError, nothing else."""
+    """Parse, load and check a damaged example: success or a SeqcError, nothing else.
+
+    The damaged text is the file's unsaved buffer, as in an editor (`load_program`'s overlay):
+    it is parsed once, by the load (a syntax error is the load's `SeqcError`), and never written
+    to disk. Parsing it first as well, and writing and restoring the file, took two fifths of
+    the test's time (9.3 s of CPU for 500 cases, now 5.5 s)."""
     rel, text = _damage(case)
+    path = (examples_copy / rel).resolve()
     try:
-        parse_text(text, rel)
+        check_program(load_program(path, overlay={path: text}))
     except SeqcError as e:
         assert e.render()  # rendering the caret excerpt must not crash either
-        return
-    path = examples_copy / rel
-    path.write_text(text, encoding="utf-8")
-    try:
-        check_program(load_program(path))
-    except SeqcError as e:
-        assert e.render()
-    finally:
-        path.write_text(TEXTS[rel], encoding="utf-8")
 
 
 @SETTINGS

@@ -1,5 +1,6 @@
 """A JAX run of several processes (`seqc launch`, `jax.distributed` over localhost): it trains as
-one process with the same global batch; a process that dies stops the group, SIGTERM stops every
+one process with the same global batch; a process that dies stops the group (the survivor says
+`process-lost` and ends by itself at once, with no half-written checkpoint), SIGTERM stops every
 process at one step with one checkpoint, and the group resumes from the last checkpoint to the
 parameters of an uninterrupted run; it resumes on another process count too (two to one here;
 `test_spmd` reshards across meshes).
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +32,20 @@ from typer.testing import CliRunner
 from seqc.backends.weights import read_weights
 from seqc.cli import app
 from seqc.run.processes.cluster import cluster_from
+from seqc.run.processes.launch import NOTICE_S
 from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
-LONG_STEPS = 150
-LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", "train.checkpoint_every=30"]
-"""Long enough (a few seconds) to stop it twice, with checkpoints to resume from."""
+EVERY = 30
+"""Steps between checkpoints: the stopped run is killed mid-way between the first two (no save
+under way) and asked to stop right after the second."""
+LONG_STEPS = 90
+LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", f"train.checkpoint_every={EVERY}"]
+"""Long enough to stop it twice, with checkpoints to resume from. Measured in three runs on a
+loaded machine (a load of 10 on two cores): the kill, sent once step 40 is logged, landed by
+step 45, short of the save at 60; SIGTERM, sent as checkpoint 60 appears, stopped the group at
+step 60 or 61, short of the end at 90."""
 NO_EVAL = ["--no-dev-eval"]
 """No dev evaluation around a run whose dev figures are not what the test checks."""
 
@@ -101,6 +110,44 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
         time.sleep(0.05)
 
 
+def _wait_for_step(run: Path, step: int, proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Until the run has logged `step` (rank 0 writes a line per step)."""
+    deadline = time.monotonic() + timeout
+    while not _logged(run, step):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            code, out = _finish(proc, 5)
+            raise AssertionError(f"step {step} was never logged (exit {code}):\n{out[-3000:]}")
+        time.sleep(0.02)
+
+
+def _logged(run: Path, step: int) -> bool:
+    metrics = run / "metrics.jsonl"
+    if not metrics.exists():
+        return False
+    for line in metrics.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            if json.loads(line).get("step", 0) >= step:
+                return True
+    return False
+
+
+def _wait_for_lock(run: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
+    """Until the group's rank 0 owns the run directory (the lock's owner writes its pid into the
+    lock file; the file itself outlives an earlier group's)."""
+    deadline = time.monotonic() + timeout
+    owner = None
+    while True:
+        with contextlib.suppress(AssertionError, OSError):  # not started, or just ended
+            owner = owner or _rank(proc.pid, 0)
+        with contextlib.suppress(OSError):
+            if owner and (run / ".lock").read_text().strip() == str(owner):
+                return
+        if proc.poll() is not None or time.monotonic() > deadline:
+            code, out = _finish(proc, 5)
+            raise AssertionError(f"rank 0 never took the lock (exit {code}):\n{out[-3000:]}")
+        time.sleep(0.05)
+
+
 def _losses(run: Path) -> list[float]:
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     return [r["loss"] for r in records if r["split"] == "train"]
@@ -143,38 +190,78 @@ def test_two_processes_train_as_one(folder: Path, straight: Path, one: list[floa
     }
 
 
-def test_a_stopped_group_resumes_exactly_and_on_another_process_count(
-    folder: Path, straight: Path
-) -> None:
-    """One run stopped both ways a group ends early, and resumed after each: a process dies
-    (rank 1 killed after the checkpoint at 30), then SIGTERM (after the checkpoint at 60); the
-    group ends at the parameters of the uninterrupted run. A copy of it as SIGTERM left it is
-    resumed by one process: the checkpoint is resharded on restore, and the losses are the
-    uninterrupted run's (one process's, `test_two_processes_train_as_one`) throughout, to the
-    reduction order. One run for the three: each group costs seconds of processes starting."""
+@dataclass(frozen=True)
+class Ended:
+    """How a group ended: its exit code and output, the seconds from the kill to its end, and
+    the temporary (half-written) checkpoint folders it left."""
+
+    code: int
+    out: str
+    took: float
+    temporary: list[str]
+
+
+@pytest.fixture(scope="module")
+def killed(folder: Path) -> Ended:
+    """The run `test_a_stopped_group_resumes_exactly_and_on_another_process_count` resumes,
+    stopped the first way a group ends early: rank 1 killed mid-way between checkpoints EVERY
+    and 2 * EVERY, so no save is under way and the checkpoint at EVERY is the last."""
     run = folder / "preempted"
     proc = _launch(_train(folder, "preempted", *MESH2, *LONG, *NO_EVAL))
-    _wait_for(run / "checkpoints" / "30", proc)
-    os.kill(_rank(proc.pid, 1), signal.SIGKILL)
+    _wait_for(run / "checkpoints" / str(EVERY), proc)
+    _wait_for_step(run, EVERY + EVERY // 3, proc)
+    rank1 = _rank(proc.pid, 1)
+    killed = time.monotonic()
+    os.kill(rank1, signal.SIGKILL)
     code, out = _finish(proc, 120)
-    assert code == 128 + signal.SIGKILL, out[-3000:]
+    took = time.monotonic() - killed
+    temporary = [p.name for p in (run / "checkpoints").iterdir() if "tmp" in p.name]
+    return Ended(code, out, took, temporary)
+
+
+def test_a_dead_process_leaves_the_survivor_to_say_so_and_end_at_once(killed: Ended) -> None:
+    """rank 1 killed mid-run: rank 0 says `process-lost` and ends by itself at once (it used
+    to wait at JAX's exit for the dead process, until the launcher killed it), with no
+    temporary checkpoint folder left, and no gloo note or traceback in the output."""
+    out = killed.out
+    assert killed.code == 128 + signal.SIGKILL, out[-3000:]
     assert "backend: jax, 2 processes" in out
     assert "rank 1 was killed by SIGKILL; its last lines:" in out
-    assert "[process-lost]" in out and "Traceback" not in out, out  # rank 0 says why
+    assert "[rank 0] " in out and "[process-lost]" in out, out[-3000:]  # rank 0 says why
+    for noise in ("Traceback", "internal error", "[Gloo]"):
+        assert noise not in out, out[-3000:]
+    # ended by itself: the launcher never had to stop it (it waits NOTICE_S before it does)
+    assert killed.took < NOTICE_S, (killed.took, out[-3000:])
+    assert killed.temporary == []
 
+
+def test_a_stopped_group_resumes_exactly_and_on_another_process_count(
+    folder: Path, straight: Path, killed: Ended
+) -> None:
+    """One run stopped both ways a group ends early, and resumed after each: a process dies
+    (`killed`: rank 1 after the checkpoint at EVERY), then SIGTERM (after the checkpoint at
+    2 * EVERY); the group ends at the parameters of the uninterrupted run. A copy of it as
+    SIGTERM left it is resumed by one process: the checkpoint is resharded on restore, and the
+    losses are the uninterrupted run's (one process's, `test_two_processes_train_as_one`)
+    throughout, to the reduction order. One run for the three: each group costs seconds of
+    processes starting."""
+    assert killed.code == 128 + signal.SIGKILL, killed.out[-3000:]
+    run = folder / "preempted"
     proc = _launch(_train(folder, "preempted", *MESH2, *LONG, *NO_EVAL, "--resume"))
     try:
-        _wait_for(run / "checkpoints" / "60", proc)
         # the lock covers the group: another run may not write to its directory meanwhile
+        # (checked while the group restores and traces, so the stop below is not delayed)
+        _wait_for_lock(run, proc)
         other = CliRunner().invoke(app, _train(folder, "preempted", *MESH2, *LONG, *NO_EVAL))
         assert other.exit_code == 2 and "run-locked" in other.output, other.output
+        _wait_for(run / "checkpoints" / str(2 * EVERY), proc)
     except BaseException:
         _kill_group(proc)
         raise
     proc.send_signal(signal.SIGTERM)
     code, out = _finish(proc, 120)
     assert code == 128 + signal.SIGTERM, out[-3000:]
-    assert int(out.split("resumed from step ")[1].split()[0]) >= 30
+    assert int(out.split("resumed from step ")[1].split()[0]) >= EVERY
     assert "[rank 1] SIGTERM: stopping" in out and "[rank 0] SIGTERM: stopping" in out
     assert "stopped by SIGTERM: every process was asked to checkpoint and stop" in out
     assert "resume with: seqc launch -n 2 -- train" in out

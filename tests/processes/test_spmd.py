@@ -3,7 +3,8 @@ split; a sharded run checkpoints and resumes exactly; a mesh the devices or batc
 an error at the spec's line.
 
 Several CPU devices need `--xla_force_host_platform_device_count` before JAX starts, so the
-sharded runs happen in child processes.
+sharded work happens in a child process: one for the two tests that need eight devices (`CHILD`),
+since each process costs seconds of importing JAX and setting it up before it trains anything.
 """
 
 from __future__ import annotations
@@ -14,23 +15,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tiny_specs import LM_SPEC, lm_corpus
 from typer.testing import CliRunner
 
 from seqc.cli import app
+from seqc.spec.parse_cache import ENV as PARSE_CACHE
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"}
 
-MESHES = r"""
-import json, sys, tempfile
+CHILD = r"""
+import ast, json, shutil, sys, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
-sys.path.insert(0, sys.argv[1])
-from parity_lm import SPEC, VOCAB
+from typer.testing import CliRunner
 from seqc.backends.jax.train import JaxModel
+from seqc.cli import app
 from seqc.compiler.compile import compile_task
 from seqc.compiler.sharding import plan_sharding
 from seqc.resolve.experiment import resolve
@@ -41,6 +44,18 @@ from seqc.run.train.schedule import learning_rate
 class Batch:
     arrays: dict
 
+# parity_lm's spec and vocabulary, read without importing the module: it imports the TF backend
+# too (TensorFlow: about 4.5 CPU-s), which this JAX process never uses
+names = {"SPEC", "VOCAB"}
+tree = ast.parse((Path(sys.argv[1]) / "parity_lm.py").read_text())
+found = {
+    t.id: ast.literal_eval(node.value)
+    for node in tree.body if isinstance(node, ast.Assign)
+    for t in node.targets if isinstance(t, ast.Name) and t.id in names
+}
+SPEC, VOCAB = found["SPEC"], found["VOCAB"]
+
+# ---- the meshes (`test_meshes_train_like_one_device_with_params_split`)
 spec = Path(tempfile.mkdtemp()) / "lm.seq"
 # dropout on: every split of the batch must draw the one device's masks
 spec.write_text(SPEC.format().replace("bias = false)", "bias = false, dropout = 0.1)"))
@@ -58,7 +73,7 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
     model = JaxModel(task, train, plan_sharding(task.graph, r, "lm"))
     state, rate, losses = model.init(0), learning_rate(train), []
     exchanges = None
-    if model.sharded is not None:  # all-reduces in the compiled step
+    if mesh == "{data: 8}":  # all-reduces in the compiled step (the test counts this one's)
         arrays = model.sharded.put_batch(data[0].arrays)
         hlo = model._train_step.lower(state, arrays, np.float32(0.1), model._keeps)
         hlo = hlo.compile().as_text()
@@ -71,20 +86,43 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
         for name in ("blocks.0.attn.q.w", "blocks.0.mlp.w2.w", "embed.table")
     }
     out[mesh] = {"losses": losses, "shards": shards, "all_reduces": exchanges}
-print(json.dumps(out))
+
+# ---- a sharded run, and a copy of it resumed from its checkpoint at 10
+# (`test_a_sharded_run_resumes_exactly`): `seqc train` commands in this process, the resume
+# taking all it goes on from (checkpoint, data position, metrics) from the run directory
+base, folder = json.loads(sys.argv[2]), Path(sys.argv[3])
+mesh = ["--set", "distribution.mesh={data: 2, fsdp: 2, model: 2}", "--no-dev-eval"]
+
+def train(run, *extra):
+    args = ["train", *base, "--run-dir", str(folder / run), *mesh, *extra]
+    result = CliRunner().invoke(app, args)
+    return {"code": result.exit_code, "output": result.output[-3000:]}
+
+runs = {"straight": train("a")}
+shutil.copytree(folder / "a", folder / "b")
+shutil.rmtree(folder / "b" / "checkpoints" / "20")  # as if it had stopped after 10
+runs["resumed"] = train("b", "--resume")
+print(json.dumps({"meshes": out, "runs": runs}))
 """
 
 
-def test_meshes_train_like_one_device_with_params_split() -> None:
+@pytest.fixture(scope="module")
+def child(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    """What `CHILD` found, on eight CPU devices, and the folder of its runs."""
+    folder = tmp_path_factory.mktemp("spmd")
     proc = subprocess.run(
-        [sys.executable, "-c", MESHES, str(SUPPORT)],
+        [sys.executable, "-c", CHILD, str(SUPPORT), json.dumps(_spec(folder)), str(folder)],
         capture_output=True,
         text=True,
         timeout=600,
-        env=os.environ | FLAGS,
+        env=os.environ | FLAGS | {PARSE_CACHE: str(folder / "parse-cache")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1]), folder
+
+
+def test_meshes_train_like_one_device_with_params_split(child: tuple[dict, Path]) -> None:
+    out = child[0]["meshes"]
     base = out["{data: 1}"]["losses"]
     for mesh, got in out.items():
         for a, b in zip(base, got["losses"], strict=True):
@@ -108,34 +146,21 @@ def _spec(tmp_path: Path) -> list[str]:
     return [str(spec), "-e", "tiny", "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
 
 
-def _run(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "seqc.cli", "train", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=os.environ | FLAGS,
-    )
-
-
 def _losses(run: Path) -> list[float]:
     lines = (run / "metrics.jsonl").read_text().splitlines()
     return [json.loads(x)["loss"] for x in lines if json.loads(x)["split"] == "train"]
 
 
-def test_a_sharded_run_resumes_exactly(tmp_path: Path) -> None:
-    base = _spec(tmp_path)
-    mesh = ["--set", "distribution.mesh={data: 2, fsdp: 2, model: 2}", "--no-dev-eval"]
-    straight = _run([*base, "--run-dir", str(tmp_path / "a"), *mesh])
-    assert straight.returncode == 0, straight.stderr[-3000:]
-    half = _run([*base, "--run-dir", str(tmp_path / "b"), *mesh, "--set", "train.steps=10"])
-    assert half.returncode == 0, half.stderr[-3000:]
-    resumed = _run([*base, "--run-dir", str(tmp_path / "b"), *mesh, "--resume"])
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from step 10" in resumed.stderr
-    info = json.loads((tmp_path / "a" / "run.json").read_text())
+def test_a_sharded_run_resumes_exactly(child: tuple[dict, Path]) -> None:
+    """20 steps on a mesh of all three axes, and a copy of the run resumed from its checkpoint
+    at 10 to 20 (`CHILD`): the same losses."""
+    runs, folder = child[0]["runs"], child[1]
+    for name in ("straight", "resumed"):
+        assert runs[name]["code"] == 0, (name, runs[name]["output"])
+    assert "resumed from step 10" in runs["resumed"]["output"]
+    info = json.loads((folder / "a" / "run.json").read_text())
     assert info["mesh"] == {"data": 2, "fsdp": 2, "model": 2}  # it really ran sharded
-    a, b = _losses(tmp_path / "a"), _losses(tmp_path / "b")
+    a, b = _losses(folder / "a"), _losses(folder / "b")
     assert len(a) == len(b) == 20
     for x, y in zip(a, b, strict=True):
         assert abs(x - y) <= 1e-6 * abs(x), (a, b)

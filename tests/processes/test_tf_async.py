@@ -10,7 +10,10 @@ the run with an error that says so. Asking for async where it cannot run is an e
 spec's line.
 
 Every process runs on 127.0.0.1 on free ports under a timeout, its output in a file, and the
-test kills whatever it started however it ends.
+test kills whatever it started however it ends. `seqc launch` starts its group as a user's would;
+the processes the tests start themselves (the groups they signal and kill, the one-process
+cluster) are forked from one process that has imported TensorFlow (`ForkServer`), so that each
+runs its seqc command or script without importing it again (about 6 CPU-s a process).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,23 +74,160 @@ def _kill(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+FORK_SERVER = r"""
+import json, os, runpy, select, sys
+import tensorflow  # what each process would import again: it is what forking saves
+
+def serve():
+    # Fork a process for each order read from stdin (one JSON line: argv, env, log), reporting
+    # its pid and, once reaped, its exit code on stdout. In a forked process this returns the
+    # order to run; in this one it returns None at EOF, the rest killed.
+    pending, running = b"", set()
+    while True:
+        if select.select([0], [], [], 0.1)[0]:
+            data = os.read(0, 1 << 16)
+            if not data:
+                break
+            pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            order = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                return order
+            running.add(pid)
+            print(json.dumps({"started": pid}), flush=True)
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            running.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            print(json.dumps({"ended": pid, "code": code}), flush=True)
+    for pid in running:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return None
+
+order = serve()
+if order is not None:  # a forked process: as `Popen(argv, start_new_session=True)` starts one
+    os.setsid()
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.update(order["env"])
+    sys.argv = order["argv"]
+    if sys.argv[0] == "seqc":  # `python -m seqc.cli ...`
+        runpy.run_module("seqc.cli", run_name="__main__", alter_sys=True)
+    else:  # `python SCRIPT ...`
+        runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+class Forked:
+    """A process the fork server started, with the part of `subprocess.Popen` the tests use."""
+
+    def __init__(self, pid: int, server: ForkServer) -> None:
+        self.pid = pid
+        self.server = server
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.codes.get(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        with self.server.changed:
+            if not self.server.changed.wait_for(lambda: self.pid in self.server.codes, timeout):
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+        return self.server.codes[self.pid]
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:  # not reaped yet, so the pid is still this process's
+            os.kill(self.pid, signum)
+
+
+class ForkServer:
+    """Starts processes by forking one that has imported TensorFlow (`FORK_SERVER`), in place of
+    a fresh interpreter each: the import is about 6 CPU-s, most of what a process of a group
+    costs (a parameter server's whole life). The processes are its children: it reaps them and
+    reports their exit codes, and kills those still running when it is closed."""
+
+    def __init__(self, log: Path) -> None:
+        with open(log, "w") as sink:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", FORK_SERVER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=sink,
+                text=True,
+                cwd=ROOT,
+            )
+        self.log = log
+        self.codes: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.started: queue.Queue[int] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            report = json.loads(line)
+            if "started" in report:
+                self.started.put(report["started"])
+            else:
+                with self.changed:
+                    self.codes[report["ended"]] = report["code"]
+                    self.changed.notify_all()
+
+    def start(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Forked:
+        """`python -m seqc.cli ARGS` for `argv` `["seqc", *ARGS]`, else `python SCRIPT ARGS`,
+        in a session of its own, its output in `log` and `env` added to its environment."""
+        assert self.proc.stdin is not None
+        order = {"argv": argv, "env": env or {}, "log": str(log)}
+        self.proc.stdin.write(json.dumps(order) + "\n")
+        self.proc.stdin.flush()
+        try:
+            return Forked(self.started.get(timeout=300), self)  # after its TF import
+        except queue.Empty:
+            text = self.log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"the fork server started nothing:\n{text}") from None
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()  # it kills what still runs and ends
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    server = ForkServer(tmp_path_factory.mktemp("forks") / "fork_server.log")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 class Group:
     """A chief, workers and parameter servers started by the test as `seqc launch --ps` does
     (its `members`: the same TF_CONFIG), so that it can kill any one of them."""
 
-    def __init__(self, command: list[str], logs: Path, workers: int = 2, servers: int = 1):
-        self.procs: dict[str, subprocess.Popen] = {}
+    def __init__(
+        self, command: list[str], logs: Path, forks: ForkServer, workers: int, servers: int = 1
+    ):
+        self.procs: dict[str, Forked] = {}
         self.logs = logs
         for m in members(workers, servers):
             name = f"{m.role}{m.index}"
-            with open(logs / f"{name}.log", "w") as out:
-                self.procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", "seqc.cli", *command],
-                    env=os.environ | m.env,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.procs[name] = forks.start(["seqc", *command], logs / f"{name}.log", m.env)
 
     def log(self, name: str) -> str:
         return (self.logs / f"{name}.log").read_text(errors="replace")
@@ -105,8 +247,8 @@ class Group:
 
 
 @contextlib.contextmanager
-def group(command: list[str], logs: Path, workers: int = 2) -> Iterator[Group]:
-    g = Group(command, logs, workers)
+def group(command: list[str], logs: Path, forks: ForkServer, workers: int) -> Iterator[Group]:
+    g = Group(command, logs, forks, workers)
     try:
         yield g
     finally:
@@ -114,7 +256,7 @@ def group(command: list[str], logs: Path, workers: int = 2) -> Iterator[Group]:
 
 
 def _wait_for_steps(
-    chief: subprocess.Popen, log: Path, run: Path, steps: int, timeout: float = 120
+    chief: subprocess.Popen | Forked, log: Path, run: Path, steps: int, timeout: float = 120
 ) -> None:
     """Until the run has logged `steps` steps; `chief` (the process that writes them, or the
     launcher that runs it) must not end before, `log` is its output."""
@@ -189,14 +331,14 @@ def test_launch_trains_async_through_a_killed_worker_and_its_checkpoint_evaluate
 
 
 def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
-    folder: Path, tmp_path: Path
+    folder: Path, tmp_path: Path, forks: ForkServer
 ) -> None:
     """SIGTERM reaches every process at once (as `seqc launch` forwards it): the servers wait
     for the chief, which saves a checkpoint of their variables at the step it stops at. (One
     worker: a second would only add a process to start.)"""
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, workers=1) as g:
+    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, forks, workers=1) as g:
         _wait_for_steps(g.procs["chief0"], tmp_path / "chief0.log", run, 10)
         for p in g.procs.values():
             p.send_signal(signal.SIGTERM)
@@ -210,10 +352,12 @@ def test_sigterm_to_the_group_stops_the_chief_with_a_checkpoint(
     assert "--resume" in g.log("chief0")
 
 
-def test_a_lost_parameter_server_ends_the_run_clearly(folder: Path, tmp_path: Path) -> None:
+def test_a_lost_parameter_server_ends_the_run_clearly(
+    folder: Path, tmp_path: Path, forks: ForkServer
+) -> None:
     run = tmp_path / "run"
     sets = ["--set", "train.steps=400", "--set", "train.log_every=5"]
-    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, workers=1) as g:
+    with group(_train(folder, run, *sets, "--no-dev-eval"), tmp_path, forks, workers=1) as g:
         _wait_for_steps(g.procs["chief0"], tmp_path / "chief0.log", run, 10)
         g.procs["ps0"].send_signal(signal.SIGKILL)
         code = g.wait_chief(timeout=90)
@@ -279,7 +423,7 @@ os._exit(0)  # the in-process servers would hold the interpreter's exit
 
 
 def test_one_step_in_flight_is_the_sync_run_and_resumes_exactly(
-    folder: Path, tmp_path: Path
+    folder: Path, tmp_path: Path, forks: ForkServer
 ) -> None:
     """In one process (an in-process cluster: two workers, two servers), with a metric logged
     per step so that one step is in flight at a time: the same data, dropout and updates as the
@@ -289,14 +433,13 @@ def test_one_step_in_flight_is_the_sync_run_and_resumes_exactly(
     were split. (No dev evaluation: no dev figure is checked here.)"""
     script = tmp_path / "child.py"
     script.write_text("import numpy as np\n" + textwrap.dedent(CHILD))
-    proc = subprocess.run(
-        [sys.executable, str(script), str(folder), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = tmp_path / "child.log"
+    child = forks.start([str(script), str(folder), str(tmp_path)], log)
+    try:
+        code = child.wait(timeout=180)
+    finally:
+        _kill([child.pid] if child.poll() is None else [])
+    assert code == 0, log.read_text(errors="replace")[-3000:]
     result = json.loads((tmp_path / "result.json").read_text())
     assert "ShardedVariable" in result["kinds"].values()  # a matrix split over the servers
     assert len(result["sync"]) == 20

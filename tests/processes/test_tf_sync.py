@@ -4,14 +4,18 @@ device does, to float32 roundoff.
 In one process, `MirroredStrategy` over two logical CPUs follows the single device's loss curve
 (with a padded batch whose halves hold different token counts, and under a per-sequence
 reduction, which is what the replicas' loss weights are for) and JAX's within the parity
-tolerance. Across processes (`seqc launch -n 2 -- train ... --backend tf`),
-`MultiWorkerMirroredStrategy` logs the losses of one process with the same global batch, and the
-group resumes from its checkpoint to the same curve. `fsdp` and `model` axes, which split
-params, are an error at the mesh's line; so is a mesh that is not the workers' count.
+tolerance. Across processes (two workers started as `seqc launch -n 2` starts them, then
+`seqc launch -n 2 -- train ... --resume --backend tf`), `MultiWorkerMirroredStrategy` logs the
+losses of one process with the same global batch, and the group resumes from its checkpoint to
+the same curve. `fsdp` and `model` axes, which split params, are an error at the mesh's line; so
+is a mesh that is not the workers' count.
 
 Logical CPUs and the workers' collectives must be set up before TF computes anything, so every
 run on more than one device happens in a child process, under a timeout; the test kills whatever
-it started. The one-device reference runs in the test's own process.
+it started. The one-device reference runs in the test's own process. The children the test
+starts itself (the one with two logical CPUs, the first group) are forked from one process that
+has imported TensorFlow (`ForkServer`), so that each runs without importing it again (about 6
+CPU-s a process); `seqc launch` starts its group as a user's would.
 """
 
 from __future__ import annotations
@@ -19,9 +23,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,11 +37,172 @@ from tiny_specs import LM_SPEC, lm_corpus
 from typer.testing import CliRunner
 
 from seqc.cli import app
+from seqc.run.processes.launch import members
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 ROOT = Path(__file__).resolve().parents[2]
 TF = ["--backend", "tf"]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
+
+FORK_SERVER = r"""
+import json, os, runpy, select, sys
+import tensorflow  # what each process would import again: it is what forking saves
+
+def serve():
+    # Fork a process for each order read from stdin (one JSON line: argv, env, log), reporting
+    # its pid and, once reaped, its exit code on stdout. In a forked process this returns the
+    # order to run; in this one it returns None at EOF, the rest killed.
+    pending, running = b"", set()
+    while True:
+        if select.select([0], [], [], 0.1)[0]:
+            data = os.read(0, 1 << 16)
+            if not data:
+                break
+            pending += data
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            order = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                return order
+            running.add(pid)
+            print(json.dumps({"started": pid}), flush=True)
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            running.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            print(json.dumps({"ended": pid, "code": code}), flush=True)
+    for pid in running:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    return None
+
+order = serve()
+if order is not None:  # a forked process: as `Popen(argv, start_new_session=True)` starts one
+    os.setsid()
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.environ.update(order["env"])
+    sys.argv = order["argv"]
+    if sys.argv[0] == "seqc":  # `python -m seqc.cli ...`
+        runpy.run_module("seqc.cli", run_name="__main__", alter_sys=True)
+    else:  # `python SCRIPT ...`
+        runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+class Forked:
+    """A process the fork server started, with the part of `subprocess.Popen` the tests use."""
+
+    def __init__(self, pid: int, server: ForkServer) -> None:
+        self.pid = pid
+        self.server = server
+
+    @property
+    def returncode(self) -> int | None:
+        return self.server.codes.get(self.pid)
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        with self.server.changed:
+            if not self.server.changed.wait_for(lambda: self.pid in self.server.codes, timeout):
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+        return self.server.codes[self.pid]
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:  # not reaped yet, so the pid is still this process's
+            os.kill(self.pid, signum)
+
+
+class ForkServer:
+    """Starts processes by forking one that has imported TensorFlow (`FORK_SERVER`), in place of
+    a fresh interpreter each: the import is about 6 CPU-s, most of what a process of a group
+    costs (a parameter server's whole life). The processes are its children: it reaps them and
+    reports their exit codes, and kills those still running when it is closed."""
+
+    def __init__(self, log: Path) -> None:
+        with open(log, "w") as sink:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", FORK_SERVER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=sink,
+                text=True,
+                cwd=ROOT,
+            )
+        self.log = log
+        self.codes: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.started: queue.Queue[int] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            report = json.loads(line)
+            if "started" in report:
+                self.started.put(report["started"])
+            else:
+                with self.changed:
+                    self.codes[report["ended"]] = report["code"]
+                    self.changed.notify_all()
+
+    def start(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> Forked:
+        """`python -m seqc.cli ARGS` for `argv` `["seqc", *ARGS]`, else `python SCRIPT ARGS`,
+        in a session of its own, its output in `log` and `env` added to its environment."""
+        assert self.proc.stdin is not None
+        order = {"argv": argv, "env": env or {}, "log": str(log)}
+        self.proc.stdin.write(json.dumps(order) + "\n")
+        self.proc.stdin.flush()
+        try:
+            return Forked(self.started.get(timeout=300), self)  # after its TF import
+        except queue.Empty:
+            text = self.log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"the fork server started nothing:\n{text}") from None
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()  # it kills what still runs and ends
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    server = ForkServer(tmp_path_factory.mktemp("forks") / "fork_server.log")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _run_forked(
+    forks: ForkServer,
+    argvs: list[list[str]],
+    logs: list[Path],
+    envs: list[dict[str, str]],
+    timeout: float,
+) -> list[int]:
+    """The exit codes of processes forked together and waited for; those still running after
+    `timeout` (or when the test fails) are killed."""
+    procs = [forks.start(argv, log, env) for argv, log, env in zip(argvs, logs, envs, strict=True)]
+    try:
+        return [p.wait(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGKILL)
+            p.wait(timeout=30)
+
 
 MIRRORED = r"""
 import json, sys, tempfile
@@ -85,7 +253,7 @@ try:
     curve(tf, "{data: 4}", 1)
 except DeviceError as e:
     out["too_late"] = [e.code, e.message]
-print(json.dumps(out))
+Path(sys.argv[2]).write_text(json.dumps(out))
 """
 
 
@@ -94,16 +262,14 @@ def _relative(a: list[float], b: list[float]) -> float:
 
 
 @pytest.fixture(scope="module")
-def mirrored() -> dict:
+def mirrored(forks: ForkServer, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The curves of `MIRRORED`'s runs, from one child process (TF's CPU split in two)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", MIRRORED, str(SUPPORT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    folder = tmp_path_factory.mktemp("mirrored")
+    script, out, log = folder / "mirrored.py", folder / "out.json", folder / "mirrored.log"
+    script.write_text(MIRRORED)
+    [code] = _run_forked(forks, [[str(script), str(SUPPORT), str(out)]], [log], [{}], 300)
+    assert code == 0, log.read_text(errors="replace")[-3000:]
+    return json.loads(out.read_text())
 
 
 def _same_curves(got: list[list[float]], want: list[list[float]]) -> None:
@@ -186,13 +352,20 @@ def reference(folder: Path) -> list[float]:
     return _losses(folder / "one")
 
 
-def test_two_workers_train_as_one_process_and_resume(folder: Path, reference: list[float]) -> None:
-    """Two workers to step 10, then resumed by two workers to step 20: the losses of one
-    process with the same global batch (8 rows, 4 a worker) all along."""
-    code, out = _launch(_train(folder, "two", *MESH2, "--set", "train.steps=10"))
-    assert code == 0, out[-3000:]
-    assert "rank 1 (pid" in out and "backend: tf, 2 processes" in out
-    assert out.count("sample: ") == 1  # process 0 alone reports
+def test_two_workers_train_as_one_process_and_resume(
+    folder: Path, reference: list[float], forks: ForkServer
+) -> None:
+    """Two workers to step 10 (forked, with the environment `seqc launch -n 2` gives them),
+    then resumed by `seqc launch -n 2` to step 20: the losses of one process with the same
+    global batch (8 rows, 4 a worker) all along."""
+    group = members(2, 0)
+    argv = ["seqc", *_train(folder, "two", *MESH2, "--set", "train.steps=10")]
+    logs = [folder / f"two_rank{m.rank}.log" for m in group]
+    codes = _run_forked(forks, [argv] * 2, logs, [m.env for m in group], 240)
+    first, second = (log.read_text(errors="replace") for log in logs)
+    assert codes == [0, 0], (first[-3000:], second[-3000:])
+    assert "backend: tf, 2 processes" in first
+    assert (first.count("sample: "), second.count("sample: ")) == (1, 0)  # process 0 reports
     two = _losses(folder / "two")
     assert len(reference) == 20 and len(two) == 10
     assert _relative(two, reference[:10]) <= 1e-5, (two, reference)
@@ -206,7 +379,9 @@ def test_two_workers_train_as_one_process_and_resume(folder: Path, reference: li
     }
     code, out = _launch(_train(folder, "two", *MESH2, "--resume"))
     assert code == 0, out[-3000:]
+    assert "rank 1 (pid" in out and "backend: tf, 2 processes" in out
     assert "[rank 0] resumed from step 10" in out and "[rank 1] resumed from step 10" in out
+    assert out.count("sample: ") == 1  # process 0 alone reports
     resumed = _losses(folder / "two")
     assert len(resumed) == 20
     assert _relative(resumed, reference) <= 1e-5, (resumed, reference)

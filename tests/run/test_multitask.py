@@ -4,7 +4,9 @@ Two language-model tasks read one tiny words corpus (one tokenizer, so they may 
 embedding) and share the embedding and a Transformer block; each keeps its own output layer.
 Both backends train them the same way (per-task losses equal to 1e-5 over 10 steps, stepping one
 task at a time and stepping the weighted sum); an interrupted run resumes to the same weights as
-an uninterrupted one, the mix and each task's pipeline included.
+an uninterrupted one, the mix and each task's pipeline included. One uninterrupted run per
+backend, mixed by `sample`, serves the comparison, the resumed runs and the commands; the
+Bible example trains by `round_robin`.
 """
 
 from __future__ import annotations
@@ -224,50 +226,116 @@ def test_the_mix_is_a_function_of_the_step(by: str) -> None:
 # ------------------------------------------------------------------------------ training
 
 
-@pytest.mark.parametrize("mix_by", ["round_robin", "sum"])
-def test_jax_and_tf_train_a_two_task_model_alike(tmp_path: Path, mix_by: str) -> None:
-    spec = _write(tmp_path, mix_by=mix_by)
-    cache = tmp_path / "c"
-    runs = {}
-    for backend in ("jax", "tf"):
-        joint = open_training(spec, "two", cache_dir=cache)
-        runs[backend] = train(joint, tmp_path / backend, progress=False, backend=backend)
-    jax_losses, tf_losses = (_train_losses(runs[b].history) for b in ("jax", "tf"))
-    assert set(jax_losses) == {"a", "b"}
-    if mix_by == "sum":
-        assert len(jax_losses["a"]) == len(jax_losses["b"]) == 10
-    else:
-        assert len(jax_losses["a"]) == 6 and len(jax_losses["b"]) == 4  # a b a a b ...
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """`two` trained by `seqc train` on JAX, uninterrupted for its 10 steps, one task a step
+    drawn by the `sample` mix: the spec and the run. The TF run beside it, the resumed runs
+    and the commands below all compare with or read this one."""
+    folder = tmp_path_factory.mktemp("mt")
+    spec = _write(folder, mix_by="sample")
+    run = folder / "run"
+    result = runner.invoke(
+        app,
+        ["train", str(spec), "-e", "two", "--run-dir", str(run), "--cache-dir", str(folder / "c")],
+    )
+    assert result.exit_code == 0, result.output
+    assert "a: dev perplexity after 10 steps" in result.output
+    assert "b sample:" in result.output
+    return spec, run
+
+
+@pytest.fixture(scope="module")
+def tf_trained(trained: tuple[Path, Path]) -> Path:
+    """The same 10 steps on TF, by `train`: its run."""
+    spec, _ = trained
+    run = spec.parent / "tf"
+    session = open_training(spec, "two", cache_dir=spec.parent / "c")
+    train(session, run, progress=False, backend="tf")
+    return run
+
+
+def _straight(trained: tuple[Path, Path], tf_trained: Path, backend: str) -> Path:
+    """The uninterrupted run of `backend`."""
+    return trained[1] if backend == "jax" else tf_trained
+
+
+def _curve(run: Path) -> list[dict]:
+    """The run's training records (metrics.jsonl): one per step and task trained."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r["split"] == "train"]
+
+
+def _assert_backends_alike(
+    losses: dict[str, dict[str, list[float]]], params: dict[str, dict[str, np.ndarray]]
+) -> None:
+    """Per-task losses equal to 1e-5 at every step, and the weights after 10 steps alike."""
     for t in ("a", "b"):
-        np.testing.assert_allclose(jax_losses[t], tf_losses[t], rtol=1e-5, atol=1e-5)
-    for name, value in runs["jax"].state["params"].items():
+        np.testing.assert_allclose(losses["jax"][t], losses["tf"][t], rtol=1e-5, atol=1e-5)
+    assert set(params["jax"]) == set(params["tf"])
+    for name, value in params["jax"].items():
         if name.endswith(".attn.k.b"):
             # A key bias adds the same q.b to every score of a query, which softmax ignores: its
             # gradient is rounding noise, and Adam turns noise into steps of about lr. Its value
             # is noise on either backend (the order of a fused q/k/v product's sums decides
             # which), bounded by the steps taken.
-            for v in (np.asarray(value), runs["tf"].state["params"][name].numpy()):
+            for v in (value, params["tf"][name]):
                 assert np.abs(v).max() <= 10 * 1e-2 * 1.01, name
             continue
         # A quarter of one Adam step (lr 1e-2): a step is about lr whatever the gradient's
         # size, so an element whose gradient is near rounding noise may take part of a step
         # differently on either backend (1.1e-3 on one element of blocks.0.attn.k.w, on an AMD
         # EPYC with AVX2 only); a wrong gradient differs by whole steps.
-        np.testing.assert_allclose(
-            np.asarray(value), runs["tf"].state["params"][name].numpy(), atol=2.5e-3, err_msg=name
-        )
+        np.testing.assert_allclose(value, params["tf"][name], atol=2.5e-3, err_msg=name)
+
+
+def test_jax_and_tf_train_a_two_task_model_alike_one_task_a_step(
+    trained: tuple[Path, Path], tf_trained: Path
+) -> None:
+    """Both backends step the task the mix draws each step, in the mix's order."""
+    spec, run = trained
+    order = [p[0] for p in _take(Mix.of(resolve(load_program(spec), "two")), 0, 10)]
+    assert set(order) == {"a", "b"}  # measured: a a b a a a a b a b
+    losses, params = {}, {}
+    for backend, folder in (("jax", run), ("tf", tf_trained)):
+        curve = _curve(folder)
+        assert [(r["step"], r["task"]) for r in curve] == list(enumerate(order, 1)), backend
+        losses[backend] = _train_losses(curve)
+        weights = read_weights(folder)
+        assert (weights.backend, weights.step) == (backend, 10)
+        params[backend] = weights.params
+    _assert_backends_alike(losses, params)
+    info = json.loads((run / "run.json").read_text())
+    assert info["mix"]["by"] == "sample" and set(info["tasks"]) == {"a", "b"}
+    assert info["shared"]["embed.table"] == ["a", "b"]
+
+
+def test_jax_and_tf_train_a_two_task_model_alike_on_the_weighted_sum(tmp_path: Path) -> None:
+    """Both backends step every task each step, on the weighted sum of their losses."""
+    spec = _write(tmp_path, mix_by="sum")
+    cache = tmp_path / "c"
+    runs = {}
+    for backend in ("jax", "tf"):
+        joint = open_training(spec, "two", cache_dir=cache)
+        runs[backend] = train(joint, tmp_path / backend, progress=False, backend=backend)
+    losses = {b: _train_losses(runs[b].history) for b in ("jax", "tf")}
+    assert len(losses["jax"]["a"]) == len(losses["jax"]["b"]) == 10
+    params = {
+        b: {k: np.asarray(v) for k, v in runs[b].state["params"].items()} for b in ("jax", "tf")
+    }
+    _assert_backends_alike(losses, params)
     info = json.loads((tmp_path / "jax" / "run.json").read_text())
-    assert info["mix"]["by"] == mix_by and set(info["tasks"]) == {"a", "b"}
+    assert info["mix"]["by"] == "sum" and set(info["tasks"]) == {"a", "b"}
     assert info["shared"]["embed.table"] == ["a", "b"]
 
 
 @pytest.mark.parametrize("backend", ["jax", "tf"])
-def test_a_multi_task_run_resumes_exactly(tmp_path: Path, backend: str) -> None:
-    spec = _write(tmp_path, mix_by="sample")
-    cache = tmp_path / "c"
-    straight = train(
-        open_training(spec, "two", cache_dir=cache), tmp_path / "s", progress=False, backend=backend
-    )
+def test_a_multi_task_run_resumes_exactly(
+    trained: tuple[Path, Path], tf_trained: Path, tmp_path: Path, backend: str
+) -> None:
+    """5 steps, then resumed to 10: the weights and the curve of the uninterrupted run."""
+    spec, _ = trained
+    straight = _straight(trained, tf_trained, backend)
+    cache = spec.parent / "c"
     half = open_training(spec, "two", ["train.steps=5"], cache_dir=cache)
     train(half, tmp_path / "r", progress=False, backend=backend)
     resumed = train(
@@ -277,15 +345,12 @@ def test_a_multi_task_run_resumes_exactly(tmp_path: Path, backend: str) -> None:
         progress=False,
         backend=backend,
     )
-    for name, value in straight.state["params"].items():
+    for name, value in read_weights(straight).params.items():
         np.testing.assert_array_equal(
-            np.asarray(value), np.asarray(resumed.state["params"][name]), err_msg=name
+            value, np.asarray(resumed.state["params"][name]), err_msg=name
         )
-    records = [
-        json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()
-    ]
-    resumed_curve = [(r["step"], r["task"], r["loss"]) for r in records if r["split"] == "train"]
-    straight_curve = [(h["step"], h["task"], h["loss"]) for h in straight.history]
+    resumed_curve = [(r["step"], r["task"], r["loss"]) for r in _curve(tmp_path / "r")]
+    straight_curve = [(r["step"], r["task"], r["loss"]) for r in _curve(straight)]
     assert [c[:2] for c in resumed_curve] == [c[:2] for c in straight_curve]
     np.testing.assert_allclose([c[2] for c in resumed_curve], [c[2] for c in straight_curve])
 
@@ -313,21 +378,6 @@ def test_shared_weights_are_one_tensor_that_each_task_updates(tmp_path: Path) ->
 
 
 # ------------------------------------------------------------------------------ commands
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("mt")
-    spec = _write(folder)
-    run = folder / "run"
-    result = runner.invoke(
-        app,
-        ["train", str(spec), "-e", "two", "--run-dir", str(run), "--cache-dir", str(folder / "c")],
-    )
-    assert result.exit_code == 0, result.output
-    assert "a: dev perplexity after 10 steps" in result.output
-    assert "b sample:" in result.output
-    return spec, run
 
 
 def test_the_checkpoint_holds_each_shared_tensor_once(trained: tuple[Path, Path]) -> None:
@@ -477,6 +527,8 @@ def test_the_both_ways_example_trains_and_evaluates_each_direction(
     assert "es_en: dev perplexity after 6 steps" in result.output
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert info["mix"]["by"] == "round_robin"
+    # equal weights: the directions take turns, each step training one
+    assert [r["task"] for r in _curve(tmp_path / "run")] == ["en_es", "es_en"] * 3
     assert info["shared"]["embed.table"] == ["en_es", "es_en"]
     assert any(n.startswith("encoder.0.") for n in info["shared"])
     assert not any(n.startswith(("en_es.decoder", "es_en.decoder")) for n in info["shared"])

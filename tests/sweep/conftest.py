@@ -22,14 +22,14 @@ SWEEPS = """
 experiment tiny.evals extends tiny {{
   train.steps = {steps}
   train.eval_every = {every}
-  train.checkpoint_every = {every}
+  train.checkpoint_every = {checkpoint_every}
 }}
 
 sweep tiny.lr {{
   experiment = tiny.evals
   metric = dev.loss
   goal = minimize
-  trials = 3
+  trials = 2
   space {{
     train.optimizer.lr.peak = loguniform(3e-3, 3e-2)
   }}
@@ -51,12 +51,16 @@ sweep tiny.bad {{
 """
 
 
-def sweep_spec(folder: Path, steps: int = 20, every: int = 5) -> Path:
-    """The tiny LM, an experiment of it that evaluates (and checkpoints) `every` steps, and two
-    sweeps over it."""
+def sweep_spec(
+    folder: Path, steps: int = 20, every: int = 5, checkpoint_every: int | None = None
+) -> Path:
+    """The tiny LM, an experiment of it that evaluates every `every` steps and checkpoints every
+    `checkpoint_every` (default: `every`; a stopped run checkpoints where it stops anyway, and a
+    checkpoint of the tiny LM costs about 0.2 CPU-s), and two sweeps over it."""
     folder.mkdir(parents=True, exist_ok=True)
     lm_corpus(folder)
-    text = LM_SPEC.format(common=COMMON.as_posix()) + SWEEPS.format(steps=steps, every=every)
+    sweeps = SWEEPS.format(steps=steps, every=every, checkpoint_every=checkpoint_every or every)
+    text = LM_SPEC.format(common=COMMON.as_posix()) + sweeps
     spec = folder / "lm.seq"
     spec.write_text(text)
     return spec
