@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FLAGS = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=8"}
 
 CHILD = r"""
-import ast, json, shutil, sys, tempfile
+import json, shutil, sys, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -44,16 +44,8 @@ from seqc.run.train.schedule import learning_rate
 class Batch:
     arrays: dict
 
-# parity_lm's spec and vocabulary, read without importing the module: it imports the TF backend
-# too (TensorFlow: about 4.5 CPU-s), which this JAX process never uses
-names = {"SPEC", "VOCAB"}
-tree = ast.parse((Path(sys.argv[1]) / "parity_lm.py").read_text())
-found = {
-    t.id: ast.literal_eval(node.value)
-    for node in tree.body if isinstance(node, ast.Assign)
-    for t in node.targets if isinstance(t, ast.Name) and t.id in names
-}
-SPEC, VOCAB = found["SPEC"], found["VOCAB"]
+sys.path.insert(0, sys.argv[1])  # tests/support
+from parity_lm import SPEC, VOCAB
 
 # ---- the meshes (`test_meshes_train_like_one_device_with_params_split`)
 spec = Path(tempfile.mkdtemp()) / "lm.seq"

@@ -9,14 +9,17 @@ fixed (`VOCAB`), so it compiles without reading a corpus.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from lowering_helpers import params_of
 
 from seqc.backends.jax.train import JaxModel
-from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.config import TrainConfig
+
+if TYPE_CHECKING:
+    from seqc.backends.tf.train import TfModel
 
 VOCAB = 20
 B, T = 4, 12
@@ -84,7 +87,11 @@ def batches(n: int, seed: int = 0) -> list[Batch]:
 def models(compiled: CompiledTask, train: TrainConfig) -> tuple[JaxModel, dict, TfModel]:
     """Both models from the same params: `params_of` puts noise on the zero- and one-initialised
     ones, so that no param starts at zero (after a first Adam step such a param would be its
-    own update, lr * g / (|g| + eps), which roundoff in a g near eps moves relatively much)."""
+    own update, lr * g / (|g| + eps), which roundoff in a g near eps moves relatively much).
+    TF is imported here, not with the module: its JAX-only users (the sampled criteria, the
+    mesh tests' child) would pay TensorFlow's import (about 4.5 CPU-s) for nothing."""
+    from seqc.backends.tf.train import TfModel
+
     params = params_of(compiled.graph)
     jm = JaxModel(compiled, train)
     state = jm.with_params(params)
