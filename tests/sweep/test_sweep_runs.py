@@ -53,9 +53,9 @@ def _records(metrics: Path, split: str) -> list[dict[str, Any]]:
     return found
 
 
-def _trained_past(metrics: Path, step: int) -> bool:
-    """Whether the run has logged a training step after `step` (a run logs every step)."""
-    return any(r["step"] > step for r in _records(metrics, "train"))
+def _logged_steps(metrics: Path) -> int:
+    """How many training steps the run directory's runs have logged (each logs every step)."""
+    return len(_records(metrics, "train"))
 
 
 def _unlocked(run_dir: Path) -> bool:
@@ -111,12 +111,19 @@ def test_a_killed_worker_then_a_stop_then_two_workers_spend_the_budget_once(
     # as each thread of the killed worker exits)
     wait_for(lambda: _unlocked(run_dir), 120, "the orphaned trial to exit")
     killed_at = _records(metrics, "checkpoint")[-1]["step"]
+    logged = _logged_steps(metrics)  # an aborted trial's steps past `killed_at` among them
 
     stopped = subprocess.Popen(
         one, cwd=sweep_folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        wait_for(lambda: _trained_past(metrics, killed_at), 120, "the lost trial to resume")
+        # a step logged while a trial of this sweep holds the run: a late line of the orphan
+        # alone once let the SIGTERM reach the sweep while it was still starting (exit -15)
+        wait_for(
+            lambda: not _unlocked(run_dir) and _logged_steps(metrics) > logged,
+            120,
+            "the lost trial to train again",
+        )
         stopped.send_signal(signal.SIGTERM)
         out, err = stopped.communicate(timeout=120)
     finally:
