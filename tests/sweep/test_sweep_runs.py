@@ -118,9 +118,11 @@ def test_a_killed_worker_then_a_stop_then_two_workers_spend_the_budget_once(
     )
     try:
         # a step logged while a trial of this sweep holds the run: a late line of the orphan
-        # alone once let the SIGTERM reach the sweep while it was still starting (exit -15)
+        # alone once let the SIGTERM reach the sweep while it was still starting (exit -15).
+        # The lock is tried only once a step is logged, while that trial holds it: tried as the
+        # trial starts, it could take the lock from under it (`RunLock.check` locks and lets go)
         wait_for(
-            lambda: not _unlocked(run_dir) and _logged_steps(metrics) > logged,
+            lambda: _logged_steps(metrics) > logged and not _unlocked(run_dir),
             120,
             "the lost trial to train again",
         )
