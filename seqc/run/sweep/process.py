@@ -5,8 +5,9 @@ The trial is a real run, the same command a user types, so everything a run does
 spec, checkpoints, `--resume`, a clean stop on SIGTERM) holds for a trial too. It runs in a
 session of its own, so a Ctrl-C at the terminal reaches the worker only, which stops the trial
 itself (SIGTERM: the run checkpoints and exits 143). If the worker is killed outright, the
-kernel sends the trial SIGTERM (`PR_SET_PDEATHSIG`): no trial trains on with nobody to report
-to.
+kernel sends the trial SIGUSR1 (`PR_SET_PDEATHSIG`), which stops it like SIGTERM, checkpoint
+and all, but whose repeats (one per thread of the dying worker) never abort it: no trial trains
+on with nobody to report to, and another worker resumes it from that checkpoint.
 """
 
 from __future__ import annotations
@@ -25,17 +26,20 @@ from typing import Any, TextIO
 
 from seqc.run.rundir.lock import RunLock
 from seqc.run.sweep import compile_cache
+from seqc.run.train.interrupt import PARENT_GONE
 from seqc.spec.errors import SeqcError
 
 PR_SET_PDEATHSIG = 1
 POLL_S = 0.2
-STOPPED = (-signal.SIGTERM, -signal.SIGINT, 128 + signal.SIGTERM, 128 + signal.SIGINT)
+STOPPED = tuple(
+    code for sig in (signal.SIGTERM, signal.SIGINT, PARENT_GONE) for code in (-sig, 128 + sig)
+)
 """Exit statuses of a run that a signal stopped (143 and 130 are seqc's, after its checkpoint)."""
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.prctl(PR_SET_PDEATHSIG, PARENT_GONE)
 
 
 @dataclass

@@ -9,6 +9,12 @@ checkpoint write, it would leave orbax's writer threads running into interpreter
 are written to a temporary folder and renamed) and at most a torn last metrics line, which a
 resume drops. Handlers are installed only in the main thread (Python delivers signals there)
 and restored on exit.
+
+`PARENT_GONE` (SIGUSR1) is the signal a sweep's trial asks the kernel to send when the worker
+that started it dies (`PR_SET_PDEATHSIG`). It stops the run like the first SIGTERM, but a repeat
+never aborts: Linux sends the parent-death signal again each time the orphan is handed to
+another of the dying worker's threads, several times within milliseconds, and a SIGTERM used
+for it read those echoes as a user's second signal and lost the stop checkpoint.
 """
 
 from __future__ import annotations
@@ -21,8 +27,13 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+PARENT_GONE = signal.SIGUSR1
+SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_GONE)
+NAMES = {
+    signal.SIGINT: "SIGINT",
+    signal.SIGTERM: "SIGTERM",
+    PARENT_GONE: "SIGUSR1 (the process that started this run ended)",
+}
 
 
 class Interrupted(Exception):
@@ -48,6 +59,8 @@ class StopRequests:
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == PARENT_GONE:
+            return  # the kernel's echo of the parent's death: already stopping
         if self.signum is not None:  # the second: abort now
             sys.stderr.write(f"\n{NAMES.get(signum, signum)} again: aborted\n")
             sys.stderr.flush()
