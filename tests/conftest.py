@@ -125,11 +125,13 @@ FRAMEWORK_FREE = {
         "gzip_readers",
         "proposal",
         "score_groups",
+        "spoken_verses",
         "targets",
     },
     "project": {"autograph_off", "extras", "private_names", "readme"},
     "serve": {"batcher", "params"},
     "sweep": {"compile_cache", "ledger", "study", "sweep_cli", "trial_signals"},
+    "lm": {"fusion", "rescore"},
 }
 """The test files (`test_NAME.py`) that load no ML framework in the test process, by folder
 (`"*"`: all of it): `make test-fast` runs them (`-m "not framework"`), for the edit loop. Every

@@ -40,6 +40,7 @@ LAZY_COMMANDS = {
     "train": "seqc.cli.train",
     "eval": "seqc.cli.eval",
     "decode": "seqc.cli.decode",
+    "rescore": "seqc.cli.rescore",
     "convert": "seqc.cli.weights",
     "average": "seqc.cli.weights",
     "export": "seqc.cli.export",

@@ -18,6 +18,14 @@ import typer
 from seqc.backends import registry
 from seqc.cli.console import ConsoleReporter, err, out
 from seqc.cli.guard import guarded
+from seqc.cli.lm_options import (
+    LmExperimentOpt,
+    LmOpt,
+    LmRunDirOpt,
+    LmScoresOpt,
+    LmSpecOpt,
+    lm_source,
+)
 from seqc.cli.options import (
     BackendOpt,
     CheckpointOpt,
@@ -72,6 +80,35 @@ def decode_cmd(
             "gets when it is not a terminal.",
         ),
     ] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(
+            "--manifest",
+            help="Transcribe the wavs of an audio manifest (JSON Lines of audio and text); "
+            "with --nbest, each list keeps its line's transcript as the reference.",
+            show_default=False,
+        ),
+    ] = None,
+    nbest: Annotated[
+        int,
+        typer.Option(
+            "--nbest",
+            help="Write the N best transcripts of each wav with their "
+            "scores, as JSON Lines (for seqc rescore); 0: the best alone.",
+            min=0,
+        ),
+    ] = 0,
+    lm: LmOpt = None,
+    lm_spec: LmSpecOpt = None,
+    lm_experiment: LmExperimentOpt = None,
+    lm_run_dir: LmRunDirOpt = None,
+    lm_scores: LmScoresOpt = None,
+    lm_weight: Annotated[
+        float, typer.Option("--lm-weight", help="Shallow fusion: the LM's weight.")
+    ] = 0.3,
+    length_bonus: Annotated[
+        float, typer.Option("--length-bonus", help="Shallow fusion: added per word.")
+    ] = 1.0,
 ) -> None:
     """Generate with the task's decode strategy, from a file or an interactive prompt; a
     speech model transcribes the wav file given as --input.
@@ -81,13 +118,27 @@ def decode_cmd(
     source), ready for sacreBLEU: notes go to stderr."""
     if backend is not None:  # a bad --backend fails before the data is read, not after
         registry.check_backend(backend)
-    if output is not None and not input_files:
+    if output is not None and not input_files and manifest is None:
         raise UsageError(
             "--output needs --input: the file holds one hypothesis per input line",
             code="missing-option",
             hint="seqc decode ... --input sources.txt --output hypotheses.txt",
         )
+    fused = lm_source(lm, lm_spec, lm_experiment, lm_run_dir, lm_scores, cache_dir)
+    if manifest is not None and input_files:
+        raise UsageError(
+            "--manifest and --input both name what to transcribe: give one", code="bad-option"
+        )
+    speech = read_speech_manifest(manifest) if manifest is not None else None
     inputs = read_inputs(input_files or [])  # read before the model loads: errors first
+    if speech is not None:
+        inputs.wavs = [Path(u.source) for u in speech]
+    if (nbest or fused is not None) and not inputs.wavs:
+        raise UsageError(
+            "--nbest and --lm are for transcribing speech: give wavs (--input utt.wav) or "
+            "--manifest FILE",
+            code="missing-option",
+        )
     target = LineFile(output) if output is not None else None  # an unwritable path fails now
     source = Source(
         spec=spec,
@@ -102,7 +153,12 @@ def decode_cmd(
     )
     try:
         gen = open_generator(source, ConsoleReporter())
-        _decode_lines(gen, inputs, target)
+        if fused is not None:
+            fuse(gen, fused, lm_weight, length_bonus)
+        if nbest:
+            _write_nbest(gen, inputs.wavs, speech, nbest, target)
+        else:
+            _decode_lines(gen, inputs, target)
     except BaseException:
         if target is not None:
             target.abort()
@@ -110,6 +166,65 @@ def decode_cmd(
     if target is not None:
         target.commit()
         err.print(f"wrote {target.lines} lines to {output}")
+
+
+def read_speech_manifest(path: Path) -> list[Any]:
+    """The utterances of an audio manifest, each wav's header checked (the data reader's
+    located errors)."""
+    from seqc.data.readers import read_audio_manifest
+    from seqc.spec.errors import FileError
+
+    if not path.is_file():
+        raise FileError(
+            f"no manifest at {path}",
+            path=str(path),
+            code="file-not-found",
+            hint='JSON Lines, one {"audio": "wavs/1.wav", "text": "..."} per line',
+        )
+    return list(read_audio_manifest(path))
+
+
+def fuse(gen: Any, lm: Any, weight: float, bonus: float) -> None:
+    """Shallow fusion of the LM into the speech model's CTC beam search."""
+    from seqc.run.decoding.fusion import WordFusion
+    from seqc.run.lm.language_model import open_language_model
+
+    if gen.transcriber is None:
+        raise UsageError(
+            "--lm fuses a word LM into a speech model's beam search; this model reads text",
+            code="not-speech",
+        )
+    model = open_language_model(lm)
+    gen.transcriber.fusion = WordFusion(model, gen.target_tokenizer, weight, bonus)
+    err.print(
+        f"fusing {model.name} ({model.scores} scores), lm_weight = {weight:g}, "
+        f"length_bonus = {bonus:g}"
+    )
+
+
+def _write_nbest(
+    gen: Any, wavs: list[Any], speech: list[Any] | None, n: int, target: LineFile | None
+) -> None:
+    """Each wav's n-best list as a JSON line (`seqc.run.lm.nbest`), into `target` or stdout."""
+    import json
+
+    from seqc.run.lm.nbest import Hypothesis, NBest
+
+    if gen.transcriber is None:
+        raise UsageError(
+            "--nbest lists a speech model's transcripts; this model reads text", code="not-speech"
+        )
+    for k, wav in enumerate(wavs):
+        found = gen.transcriber.wav_nbest(wav, n)
+        ref = speech[k].target if speech is not None else None
+        ident = speech[k].location if speech is not None else str(wav)
+        line = NBest(ident, tuple(Hypothesis(t, s) for t, s in found), ref).to_json()
+        text = json.dumps(line, ensure_ascii=False)
+        if target is not None:
+            target.write(text)
+        else:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
 
 
 def _decode_lines(gen: Any, inputs: DecodeInputs, target: LineFile | None) -> None:

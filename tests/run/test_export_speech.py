@@ -263,3 +263,25 @@ def test_eval_scores_each_voice_and_a_manifest_of_your_own(trained, tmp_path: Pa
     assert json.loads((folder / "scores.json").read_text())["utterances"] == 2
     missing = runner.invoke(app, [*base_eval, "--manifest", str(mine / "gone.jsonl")])
     assert missing.exit_code == 2 and "no manifest at" in missing.output
+
+
+def test_decode_writes_nbest_lists_of_a_manifest_with_its_transcripts(
+    trained, tmp_path: Path
+) -> None:
+    base, run, data, _ = trained
+    checkpoint = ["decode", *base, "--run-dir", str(run), "--manifest", str(data / "dev.jsonl")]
+    best = runner.invoke(app, [*checkpoint, "--output", str(tmp_path / "best.txt")])
+    assert best.exit_code == 0, best.output
+    nbest = tmp_path / "dev.nbest.jsonl"
+    result = runner.invoke(app, [*checkpoint, "--nbest", "3", "--output", str(nbest)])
+    assert result.exit_code == 0, result.output
+    lists = [json.loads(line) for line in nbest.read_text().splitlines()]
+    manifest = [json.loads(line) for line in (data / "dev.jsonl").read_text().splitlines()]
+    assert [n["reference"] for n in lists] == [m["text"] for m in manifest]
+    for n, plain in zip(lists, (tmp_path / "best.txt").read_text().splitlines(), strict=True):
+        scores = [h["score"] for h in n["hypotheses"]]
+        assert 1 <= len(scores) <= 3 and scores == sorted(scores, reverse=True)
+        assert len({h["text"] for h in n["hypotheses"]}) == len(scores)
+        assert plain in {h["text"] for h in n["hypotheses"]}  # the 1-best is listed
+    words = runner.invoke(app, [*checkpoint[:-2], "--nbest", "2"])  # no wavs to list
+    assert words.exit_code == 2 and "--manifest" in words.output

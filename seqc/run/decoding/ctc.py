@@ -17,6 +17,7 @@ again to make a repeat.
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import numpy as np
 
@@ -85,6 +86,19 @@ def _candidates(
     return np.sort(tokens)
 
 
+class PrefixBonus(Protocol):
+    """What shallow fusion adds to a prefix's score (`seqc.run.decoding.fusion`): a function of
+    the labelling alone, so prefixes that merge have the same bonus."""
+
+    def extension(self, prefix: tuple[int, ...], tokens: np.ndarray) -> np.ndarray:
+        """The bonus `prefix` + token gains over `prefix`, for each of `tokens`."""
+        ...
+
+    def final(self, prefix: tuple[int, ...]) -> float:
+        """The bonus a labelling gains by ending (its last word, the sentence's end)."""
+        ...
+
+
 def ctc_prefix_beam_nbest(
     logp: np.ndarray,
     frames: int,
@@ -92,8 +106,13 @@ def ctc_prefix_beam_nbest(
     blank: int = 0,
     prune: float | None = None,
     top_k: int | None = None,
+    bonus: PrefixBonus | None = None,
 ) -> list[tuple[list[int], float]]:
     """CTC prefix beam search: up to `width` labellings with their log-probabilities, best first.
+
+    With `bonus` (shallow fusion), prefixes are ranked, kept and returned by their
+    log-probability plus their bonus (a weighted LM score), and each labelling's returned score
+    is that sum, its final bonus included; `ctc_fused_nbest` also returns the acoustic part.
 
     `logp` is [frames, vocab] log-probabilities (log-softmax of the logits); only the first
     `frames` frames are read. A labelling's score is the log of the summed probability of its
@@ -118,6 +137,7 @@ def ctc_prefix_beam_nbest(
     prefixes: list[tuple[int, ...]] = [()]
     p_blank = np.array([0.0])
     p_token = np.array([NEG_INF])
+    extra = np.array([0.0])  # each prefix's fusion bonus (zero without fusion)
 
     for t in range(frames):
         frame = logp[t]
@@ -153,24 +173,33 @@ def ctc_prefix_beam_nbest(
 
         # Every candidate is now a distinct prefix: the beam's own, then each extension.
         beams = len(prefixes)
+        ext_extra = np.broadcast_to(extra[:, None], ext.shape)
+        if bonus is not None:
+            ext_extra = ext_extra + np.stack([bonus.extension(p, tokens) for p in prefixes])
         scores = np.concatenate([np.logaddexp(stay_blank, stay_token), ext.ravel()])
-        order = np.argsort(-scores, kind="stable")[:width]
-        order = order[np.isfinite(scores[order])]
+        ranked = scores + np.concatenate([extra, ext_extra.ravel()])
+        order = np.argsort(-ranked, kind="stable")[:width]
+        order = order[np.isfinite(ranked[order])]
 
         new_prefixes: list[tuple[int, ...]] = []
         new_blank = np.empty(order.size)
         new_token = np.empty(order.size)
+        new_extra = np.empty(order.size)
         for k, flat in enumerate(order.tolist()):
             if flat < beams:
                 new_prefixes.append(prefixes[flat])
                 new_blank[k], new_token[k] = stay_blank[flat], stay_token[flat]
+                new_extra[k] = extra[flat]
             else:
                 i, j = divmod(flat - beams, tokens.size)
                 new_prefixes.append((*prefixes[i], int(tokens[j])))
                 new_blank[k], new_token[k] = NEG_INF, ext[i, j]
-        prefixes, p_blank, p_token = new_prefixes, new_blank, new_token
+                new_extra[k] = ext_extra[i, j]
+        prefixes, p_blank, p_token, extra = new_prefixes, new_blank, new_token, new_extra
 
-    final = np.logaddexp(p_blank, p_token)
+    final = np.logaddexp(p_blank, p_token) + extra
+    if bonus is not None:
+        final = final + np.asarray([bonus.final(p) for p in prefixes])
     order = np.argsort(-final, kind="stable")
     return [(list(prefixes[i]), float(final[i])) for i in order.tolist()]
 

@@ -28,7 +28,7 @@ import numpy as np
 from seqc.compiler.config import Beam, DecodeConfig
 from seqc.compiler.lower.ctc import BLANK, FORCED
 from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
-from seqc.run.decoding.ctc import ctc_decode_batch
+from seqc.run.decoding.ctc import PrefixBonus, ctc_decode_batch, ctc_prefix_beam_nbest, log_softmax
 from seqc.run.decoding.defaults import default_strategy
 from seqc.run.scoring.wer import error_rates
 
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 Logits = Callable[[Mapping[str, np.ndarray]], Any]
 """A CTC model's forward: the batch's arrays -> frame logits [B, F, V]."""
+
+
+FUSION_WIDTH = 8
+"""The beam of shallow fusion and of n-best lists for a task that decodes greedily."""
 
 
 def ctc_strategy(strategy: DecodeConfig | None) -> tuple[str, int]:
@@ -117,12 +121,14 @@ class Transcriber:
     """The model's shortest input (`seqc.compiler.min_length`; an artifact's manifest records
     it): a shorter clip is `too_short`'s data error, the same on a checkpoint and on every
     artifact, where each runtime would otherwise fail in its own way or answer nothing."""
+    fusion: PrefixBonus | None = None
+    """Shallow fusion with a word LM (`seqc.run.decoding.fusion.WordFusion`), CTC models only:
+    the prefix beam search ranks by the acoustic score plus its bonus."""
 
     def __call__(self, samples: np.ndarray) -> str:
-        n = int(np.asarray(samples).size)
-        if n < self.min_samples:
-            raise too_short("the audio", n, self.min_samples, self.sample_rate)
-        arrays = audio_arrays(samples)
+        if self.fusion is not None:
+            return self.nbest(samples, 1)[0][0]
+        arrays = self._arrays(samples)
         if self.logits is not None:
             kind, width = ctc_strategy(self.strategy)
             z = np.asarray(self.logits(arrays), np.float32)
@@ -132,6 +138,44 @@ class Transcriber:
         return str(
             self.tokenizer.decode(self.decoder.generate(self.strategy or GREEDY, [], arrays))
         )
+
+    def _arrays(self, samples: np.ndarray) -> dict[str, np.ndarray]:
+        n = int(np.asarray(samples).size)
+        if n < self.min_samples:
+            raise too_short("the audio", n, self.min_samples, self.sample_rate)
+        return audio_arrays(samples)
+
+    def nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The `n` best transcripts with their scores (a CTC model's prefix beam search, of the
+        task's width or `FUSION_WIDTH`, at least `n`): the log-probability of the paths that
+        read each, plus the fusion's bonus when there is one. Labellings that read the same
+        text (two segmentations of a word, two unknown tokens) are one transcript, their
+        probabilities summed, so fewer than `n` may come back."""
+        if self.logits is None:
+            from seqc.spec.errors import UsageError
+
+            raise UsageError(
+                "n-best lists and LM fusion come from a CTC model's prefix beam search; this "
+                "model decodes with an attention decoder",
+                code="ctc-only",
+                hint="use a CTC model (or the CTC output of a joint model's task)",
+            )
+        z = np.asarray(self.logits(self._arrays(samples)), np.float32)[0]
+        kind, width = ctc_strategy(self.strategy)
+        width = max(n, width if kind == "beam" else FUSION_WIDTH)
+        reset = getattr(self.fusion, "reset", None)
+        if reset is not None:
+            reset()
+        found = ctc_prefix_beam_nbest(log_softmax(z), z.shape[0], width, bonus=self.fusion)
+        merged: dict[str, float] = {}
+        for ids, score in found:  # labellings that read the same (two segmentations of a word)
+            text = str(self.tokenizer.decode(ids))
+            merged[text] = float(np.logaddexp(merged.get(text, -np.inf), score))
+        return sorted(merged.items(), key=lambda item: -item[1])[:n]
+
+    def wav_nbest(self, path: Path, n: int) -> list[tuple[str, float]]:
+        """`nbest` of a wav file (read as `wav` reads it)."""
+        return self.nbest(load_wav(path, self.sample_rate, self.min_samples), n)
 
     def wav(self, path: Path) -> str:
         """The transcript of a wav file; a wav at another rate, stereo, missing or shorter than

@@ -104,3 +104,16 @@ def error_rates(hyps: list[str], refs: list[str]) -> dict[str, float]:
         "chars": chars.reference,
         "char_edits": chars.edits,
     }
+
+
+def word_edits(hyp: str, ref: str) -> int:
+    """The word-level edit distance of one pair (substitutions + deletions + insertions of the
+    best alignment, what `error_rates` sums): for choosing among a list's hypotheses, which
+    needs each one's errors without aligning the corpus again."""
+    h, r = hyp.split(), ref.split()
+    row = list(range(len(r) + 1))
+    for i, word in enumerate(h, 1):
+        diagonal, row[0] = row[0], i
+        for j, target in enumerate(r, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (word != target))
+    return row[-1]

@@ -1,0 +1,304 @@
+"""A trained language model as a scorer of word sequences, for other tasks' hypotheses: n-best
+rescoring (`seqc.run.lm.rescore`) and shallow fusion in a recogniser's beam search
+(`seqc.run.decoding.fusion`).
+
+Why over step functions: a checkpoint (on its backend) and an exported artifact (ONNX, TFLite,
+SavedModel) both give the encoder/step pair with explicit caches (`StepFunctions`), so one
+scorer serves both, and a hypothesis is scored in O(T) steps, each prefix's caches kept for the
+words that may follow it (fusion extends the same prefixes over and over).
+
+Two kinds of score, the SNIS paper's comparison:
+- **normalised**: log p(w | h), the log-softmax of the step's logits over the whole vocabulary;
+  what a cross-entropy LM must be read by, and it costs the full output layer per word;
+- **raw**: the output layer's score s_w of the one word asked for (the scoring program,
+  `seqc.compiler.scoring`, or an artifact exported with `normalize = false`): log p(w | h) for
+  a self-normalised model (NCE, SNIS variant B), one row of the output matrix per word.
+
+A sentence is scored as the LM was trained on lines: BOS, then each word, then EOS (whose score
+is counted: a hypothesis that stops mid-phrase costs what the LM thinks of stopping there).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from seqc.compiler.incremental import POS
+from seqc.compiler.signature import buffer_length
+from seqc.run.decoding.search import log_softmax64
+from seqc.spec.errors import UsageError
+
+if TYPE_CHECKING:
+    from seqc.backends.api import StepFunctions
+    from seqc.compiler.step_signature import StepSignature
+    from seqc.data.tokenizers import Tokenizer
+    from seqc.run.weights.restore import Source
+
+NORMALIZED, RAW = "normalized", "raw"
+SCORES = (NORMALIZED, RAW)
+HISTORY = 64
+"""History slots of a fusion prefix's caches: words a hypothesis may hold (the LM's buckets are
+64 tokens long)."""
+
+
+@dataclass
+class LanguageModel:
+    """Log-scores of words after a history, by a language model's step functions."""
+
+    fns: StepFunctions
+    sig: StepSignature
+    tokenizer: Tokenizer
+    scores: str
+    """`NORMALIZED` (log-softmax of logits) or `RAW` (a scoring program's s_w)."""
+    name: str = "lm"
+    seconds: float = 0.0
+    """Time spent in the LM's step functions (what a comparison of scorers measures)."""
+    words_scored: int = 0
+    _states: dict[tuple[int, ...], _State] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.sig.token_input is None or self.sig.encoder_inputs:
+            raise UsageError(
+                f"{self.name} is not a language model: rescoring and fusion need a model that "
+                "reads its own tokens one at a time (a decoder-only LM)",
+                code="not-a-language-model",
+                hint="give the run directory or artifact of an `lm` task",
+            )
+        if self.scores not in SCORES:
+            raise ValueError(f"scores must be one of {SCORES}; found {self.scores!r}")
+
+    # ----------------------------------------------------------------- words -> ids
+    def ids(self, words: Sequence[str]) -> list[int]:
+        """Token ids of a word sequence (an unknown word is the tokenizer's unk)."""
+        return [int(i) for i in self.tokenizer.encode(" ".join(words))] if words else []
+
+    # ----------------------------------------------------------------- whole sentences
+    def sentences(self, texts: Sequence[str], batch: int = 32) -> list[float]:
+        """Each text's log-score: its words and EOS after BOS, summed."""
+        out: list[float] = []
+        for lo in range(0, len(texts), batch):
+            out.extend(self._batch([self.ids(t.split()) for t in texts[lo : lo + batch]]))
+        return out
+
+    def _batch(self, seqs: list[list[int]]) -> list[float]:
+        tok = self.tokenizer
+        inputs = [[tok.bos_id, *s] for s in seqs]
+        labels = [[*s, tok.eos_id] for s in seqs]
+        length = max(len(x) for x in inputs)
+        rows = len(seqs)
+        x = np.full((rows, length), tok.pad_id, np.int32)
+        y = np.full((rows, length), tok.pad_id, np.int32)
+        real = np.zeros((rows, length), bool)
+        for r, (a, b) in enumerate(zip(inputs, labels, strict=True)):
+            x[r, : len(a)], y[r, : len(b)], real[r, : len(a)] = a, b, True
+        caches = self.sig.zero_caches(rows, buffer_length(length))
+        total = np.zeros(rows, np.float64)
+        for pos in range(length):
+            scored, caches = self._step(x[:, pos : pos + 1], y[:, pos : pos + 1], pos, caches)
+            total += np.where(real[:, pos], scored, 0.0)
+        self.words_scored += int(real.sum())
+        return [float(t) for t in total]
+
+    # ----------------------------------------------------------------- one step
+    def _step(
+        self, token: np.ndarray, label: np.ndarray, pos: int, caches: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Scores [rows] of `label` after `token` at `pos`, and the caches after `token`."""
+        feeds: dict[str, Any] = {
+            self.sig.token_input or "": np.asarray(token, np.int32),
+            POS: np.asarray(pos, np.int32),
+            **caches,
+        }
+        if self.sig.score_input is not None:
+            feeds[self.sig.score_input] = np.asarray(label, np.int32)
+        feeds = {k: feeds[k] for k in self.sig.step_inputs}
+        start = time.perf_counter()
+        out, caches = self.fns.step(feeds)
+        out = np.asarray(out)
+        self.seconds += time.perf_counter() - start
+        if self.sig.score_input is not None:  # a scoring program: s of the label, [rows, 1]
+            return out.reshape(out.shape[0], -1)[:, 0].astype(np.float64), caches
+        logp = log_softmax64(out.reshape(out.shape[0], -1))
+        return np.take_along_axis(logp, np.asarray(label).reshape(-1, 1), 1)[:, 0], caches
+
+    # ----------------------------------------------------------------- prefixes (fusion)
+    def extend(self, history: tuple[str, ...], words: Sequence[str]) -> list[float]:
+        """log-score of each of `words` after `history` (one call for all: one step with a row
+        per word); "</s>" scores the end of the sentence. The caches of `history` are kept, so
+        the words that follow a prefix cost one step, whatever its length."""
+        key = self._history_ids(history)
+        state = self._state(key)
+        labels = np.asarray(
+            [[self.tokenizer.eos_id if w == "</s>" else self._word_id(w)] for w in words],
+            np.int32,
+        )
+        rows = len(words)
+        if rows == 0:
+            return []
+        caches = {
+            k: _repeat(v, self.sig.batch_axis(self.sig.caches[k][0]), rows)
+            for k, v in state.caches.items()
+        }
+        token = np.full((rows, 1), state.last, np.int32)
+        scored, after = self._step(token, labels, state.pos, caches)
+        self.words_scored += rows
+        self._keep(key, state, labels[:, 0], after)
+        return [float(s) for s in scored]
+
+    def _word_id(self, word: str) -> int:
+        ids = self.ids([word])
+        return ids[0] if len(ids) == 1 else self.tokenizer.unk_id
+
+    def _history_ids(self, history: tuple[str, ...]) -> tuple[int, ...]:
+        return tuple(self._word_id(w) for w in history)
+
+    def _state(self, ids: tuple[int, ...]) -> _State:
+        """The caches after BOS and all of `ids` but the last (fed with the next word)."""
+        known = self._states.get(ids)
+        if known is not None:
+            return known
+        if not ids:
+            state = _State(self.sig.zero_caches(1, HISTORY), self.tokenizer.bos_id, 0)
+        else:
+            parent = self._state(ids[:-1])
+            token = np.asarray([[parent.last]], np.int32)
+            _, caches = self._step(
+                token, np.asarray([[ids[-1]]], np.int32), parent.pos, parent.caches
+            )
+            state = _State(_numpy(caches), ids[-1], parent.pos + 1)
+        if state.pos >= HISTORY:
+            raise UsageError(
+                f"a hypothesis of more than {HISTORY} words is longer than the LM's history",
+                code="too-long",
+            )
+        self._states[ids] = state
+        return state
+
+    def _keep(
+        self, key: tuple[int, ...], parent: _State, labels: np.ndarray, caches: dict[str, Any]
+    ) -> None:
+        """Each row's caches as the state of its prefix + label (the next extension of it is
+        then one step)."""
+        caches = _numpy(caches)
+        for r, label in enumerate(labels.tolist()):
+            if label == self.tokenizer.eos_id:
+                continue
+            child = (*key, int(label))
+            if child not in self._states:
+                row = {
+                    k: _take(v, self.sig.batch_axis(self.sig.caches[k][0]), r)
+                    for k, v in caches.items()
+                }
+                self._states[child] = _State(row, int(label), parent.pos + 1)
+
+    def forget(self) -> None:
+        """Drop the prefixes' caches (between utterances: no two share a history)."""
+        self._states.clear()
+
+
+@dataclass
+class _State:
+    caches: dict[str, np.ndarray]
+    last: int
+    """The token fed next (the prefix's last word, or BOS)."""
+    pos: int
+
+
+def _numpy(caches: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in caches.items()}
+
+
+def _repeat(a: np.ndarray, axis: int, rows: int) -> np.ndarray:
+    return np.repeat(np.asarray(a), rows, axis=axis)
+
+
+def _take(a: np.ndarray, axis: int, row: int) -> np.ndarray:
+    return np.take(a, [row], axis=axis)
+
+
+# --------------------------------------------------------------------------- opening one
+
+
+@dataclass(frozen=True)
+class LmSource:
+    """Where a language model comes from: an exported artifact, or a run's checkpoint (with
+    its spec and experiment); `scores` as `LanguageModel.scores`."""
+
+    artifact: Path | None = None
+    source: Source | None = None
+    scores: str | None = None
+    """None: raw for a scoring artifact, normalised otherwise."""
+
+
+def open_language_model(lm: LmSource) -> LanguageModel:
+    """The scorer of an artifact, or of a checkpoint restored on its backend."""
+    if lm.artifact is not None:
+        return _from_artifact(lm.artifact, lm.scores)
+    if lm.source is None:
+        raise UsageError("no language model given", code="missing-option")
+    return _from_checkpoint(lm.source, lm.scores or NORMALIZED)
+
+
+def _from_artifact(path: Path, scores: str | None) -> LanguageModel:
+    from seqc.run.export.artifact import load_artifact, step_functions
+
+    art = load_artifact(path)
+    sig = art.signature
+    raw = sig.score_input is not None
+    if scores == NORMALIZED and raw:
+        raise UsageError(
+            f"{path} scores given words without normalising (exported with normalize = "
+            "false); it has no logits to normalise over",
+            code="scoring-artifact",
+            hint="use its raw scores (--lm-scores raw), or export the LM with normalize = true",
+        )
+    if scores == RAW and not raw:
+        raise UsageError(
+            f"{path} gives logits over the vocabulary; raw scores come from a scoring export",
+            code="not-a-scoring-artifact",
+            hint="export the self-normalised LM with onnx(normalize = false)",
+        )
+    tok, _ = art.tokenizers()
+    return LanguageModel(step_functions(art), sig, tok, RAW if raw else NORMALIZED, str(path))
+
+
+def _from_checkpoint(source: Source, scores: str) -> LanguageModel:
+    from seqc.backends import registry
+    from seqc.compiler.incremental import incremental, stepping_inputs
+    from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
+    from seqc.compiler.step_signature import StepSignature
+    from seqc.run.session import open_session
+    from seqc.run.weights.restore import restore, run_backend
+
+    if source.spec is None or source.experiment is None:
+        raise UsageError(
+            "a language model's checkpoint needs its spec and experiment", code="missing-option"
+        )
+    session = open_session(
+        source.spec,
+        source.experiment,
+        list(source.overrides),
+        cache_dir=source.cache_dir,
+        task=source.task,
+    )
+    run_dir = source.run_dir or Path("runs") / source.experiment
+    restored = restore(session, source.checkpoint or run_dir, run_backend(session, source.backend))
+    params = {k: np.asarray(v) for k, v in dict(restored.state["params"]).items()}
+    graph = session.graph
+    if scores == RAW:
+        program = incremental(
+            scoring_graph(graph), [*stepping_inputs(graph), SCORE_INPUT], SCORE_OUTPUT
+        )
+        labels, _ = session.compiled.labels
+        sig = StepSignature.of(program, session.compiled.fields, score_field=labels)
+    else:
+        program = incremental(graph, stepping_inputs(graph))
+        sig = StepSignature.of(program, session.compiled.fields)
+    fns = registry.backend(restored.model.backend).step_functions(program, params)
+    name = f"{source.experiment} ({run_dir})"
+    return LanguageModel(fns, sig, session.pipeline.tokenizer, scores, name)

@@ -1,0 +1,138 @@
+"""Shallow fusion of a word LM into CTC prefix beam search, on constructed frame scores and a
+table LM: the LM moves the search towards the words it prefers, and only at word boundaries."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from seqc.data.tokenizers import WordTokenizer
+from seqc.run.decoding.ctc import ctc_prefix_beam_nbest, log_softmax
+from seqc.run.decoding.fusion import END, WordFusion, word_starts
+from seqc.spec.errors import UsageError
+
+
+class TableLM:
+    """log p(word | previous word) from a table; every query is recorded."""
+
+    def __init__(self, table: dict[tuple[str, str], float], floor: float = 0.01) -> None:
+        self.table, self.floor = table, floor
+        self.queries: list[tuple[tuple[str, ...], str]] = []
+
+    def extend(self, history: tuple[str, ...], words: Sequence[str]) -> list[float]:
+        before = history[-1] if history else "<s>"
+        self.queries.extend((history, w) for w in words)
+        return [math.log(self.table.get((before, w), self.floor)) for w in words]
+
+    def forget(self) -> None:
+        pass
+
+
+def _frames(tok: WordTokenizer, path: list[dict[str, float]]) -> np.ndarray:
+    """Frame log-probabilities: each frame's named words get their probability, the rest of
+    the mass goes to blank."""
+    z = np.full((len(path), tok.vocab_size), 1e-6)
+    for t, probs in enumerate(path):
+        for word, p in probs.items():
+            z[t, tok.encode(word)[0]] = p
+        z[t, 0] = max(1e-6, 1.0 - sum(probs.values()))
+    return np.log(z / z.sum(axis=1, keepdims=True))
+
+
+@pytest.fixture
+def tok() -> WordTokenizer:
+    return WordTokenizer.fit(["a b c"])
+
+
+def _decode(tok: WordTokenizer, logp: np.ndarray, fusion: WordFusion | None) -> str:
+    best = ctc_prefix_beam_nbest(logp, logp.shape[0], width=4, blank=0, bonus=fusion)
+    return tok.decode(best[0][0])
+
+
+def test_the_lm_moves_an_uncertain_word_its_way(tok: WordTokenizer) -> None:
+    # "a", then b (0.55) or c (0.45): the acoustics say "a b", the LM says c follows a
+    logp = _frames(tok, [{"a": 0.9}, {}, {"b": 0.55, "c": 0.45}, {}])
+    lm = TableLM({("<s>", "a"): 0.5, ("a", "c"): 0.9, ("a", "b"): 0.05})
+    assert _decode(tok, logp, None) == "a b"
+    assert _decode(tok, logp, WordFusion(lm, tok, lm_weight=0.0)) == "a b"
+    assert _decode(tok, logp, WordFusion(lm, tok, lm_weight=0.5)) == "a c"
+    # a clear acoustic decision stands against the same LM at a small weight
+    clear = _frames(tok, [{"a": 0.9}, {}, {"b": 0.95, "c": 0.01}, {}])
+    assert _decode(tok, clear, WordFusion(lm, tok, lm_weight=0.5)) == "a b"
+
+
+def test_the_fused_score_is_the_acoustic_one_plus_the_weighted_lm_and_bonus(
+    tok: WordTokenizer,
+) -> None:
+    logp = _frames(tok, [{"a": 0.9}, {}, {"b": 0.8}, {}])
+    lm = TableLM({("<s>", "a"): 0.5, ("a", "b"): 0.25, ("b", END): 0.8})
+    plain = ctc_prefix_beam_nbest(logp, 4, width=64)  # wide: every path kept, scores exact
+    fused = ctc_prefix_beam_nbest(logp, 4, width=64, bonus=WordFusion(lm, tok, 0.3, 2.0))
+    acoustic = dict((tuple(ids), s) for ids, s in plain)
+    ids, score = fused[0]
+    assert tok.decode(ids) == "a b"
+    lm_part = math.log(0.5) + math.log(0.25) + math.log(0.8)
+    assert score == pytest.approx(acoustic[tuple(ids)] + 0.3 * lm_part + 2.0 * 2, abs=1e-9)
+
+
+def test_words_are_scored_once_at_their_boundaries(tok: WordTokenizer) -> None:
+    logp = _frames(tok, [{"a": 0.9}, {}, {"b": 0.55, "c": 0.45}, {}, {"a": 0.9}])
+    lm = TableLM({})
+    ctc_prefix_beam_nbest(logp, logp.shape[0], width=4, bonus=WordFusion(lm, tok, 0.5))
+    assert len(lm.queries) == len(set(lm.queries))  # one query per (history, word)
+    assert all(len(h) <= 2 for h, _ in lm.queries)
+
+
+def test_without_a_bonus_the_search_is_unchanged() -> None:
+    rng = np.random.default_rng(0)
+    logp = log_softmax(rng.normal(size=(30, 7)) * 3)
+    plain = ctc_prefix_beam_nbest(logp, 30, width=5)
+
+    class Zero:
+        def extension(self, prefix: tuple[int, ...], tokens: np.ndarray) -> np.ndarray:
+            return np.zeros(tokens.shape)
+
+        def final(self, prefix: tuple[int, ...]) -> float:
+            return 0.0
+
+    assert ctc_prefix_beam_nbest(logp, 30, width=5, bonus=Zero()) == plain
+
+
+def test_word_starts_of_a_word_vocabulary_and_of_word_pieces() -> None:
+    tok = WordTokenizer.fit(["the cat sat"])
+    starts = word_starts(tok)
+    assert starts[tok.encode("cat")[0]] and not starts[tok.bos_id] and not starts[tok.pad_id]
+    from seqc.data.sentencepiece_model import SentencePieceTokenizer
+
+    lines = [f"the {w}ing {w}er {w}s" for w in ("walk", "talk", "sing", "read", "play")] * 20
+    pieces = SentencePieceTokenizer.train(lines, vocab_size=28)
+    starts = word_starts(pieces)
+    for word in ("walking", "talkers", "sings"):
+        ids = pieces.encode(word)
+        assert starts[ids[0]] and not starts[ids[1:]].any(), [pieces.decode([i]) for i in ids]
+
+
+def test_word_pieces_are_scored_as_whole_words() -> None:
+    from seqc.data.sentencepiece_model import SentencePieceTokenizer
+
+    lines = [f"the {w}ing {w}er {w}s" for w in ("walk", "talk", "sing", "read", "play")] * 20
+    pieces = SentencePieceTokenizer.train(lines, vocab_size=28)
+    path = [*pieces.encode("the walking"), *pieces.encode("talkers")]
+    logp = np.full((2 * len(path), pieces.vocab_size), math.log(1e-4))
+    for t, i in enumerate(path):
+        logp[2 * t, i], logp[2 * t + 1, 0] = 0.0, 0.0
+    lm = TableLM({})
+    best = ctc_prefix_beam_nbest(logp, logp.shape[0], 2, bonus=WordFusion(lm, pieces, 0.1))
+    assert pieces.decode(best[0][0]) == "the walking talkers"
+    asked = {w for _, w in lm.queries}
+    assert {"the", "walking", "talkers", END} <= asked
+
+
+def test_a_character_vocabulary_is_refused() -> None:
+    from seqc.data.tokenizers import CharTokenizer
+
+    with pytest.raises(UsageError, match="space token"):
+        word_starts(CharTokenizer.fit(["ab ba"]))

@@ -1,0 +1,126 @@
+"""A trained LM as a scorer of word sequences (`seqc.run.lm.language_model`): its sentence
+scores, its raw scores and its prefix extensions are the model's own forward pass, read at the
+words asked about."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from shared_runs import LmRuns
+from tiny_specs import LM_SPEC, lm_corpus
+
+from seqc.run.lm.language_model import NORMALIZED, RAW, LanguageModel, LmSource, open_language_model
+from seqc.run.session import open_session
+from seqc.run.weights.restore import Source, restore
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["abc abd", "cde", "efg def bcd", ""]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, lm_runs: LmRuns) -> Source:
+    folder = tmp_path_factory.mktemp("lm")
+    lm_corpus(folder)
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    (folder / "lm.seq").write_text(LM_SPEC.format(common=common.as_posix()))
+    return Source(
+        spec=folder / "lm.seq",
+        experiment="tiny",
+        run_dir=lm_runs.copy(folder / "run"),
+        cache_dir=folder / "cache",
+    )
+
+
+def _forward_logp(source: Source, texts: list[str]) -> list[np.ndarray]:
+    """Each text's log-softmax rows of the model's forward pass, BOS + ids in, [T + 1, V]."""
+    assert source.spec is not None and source.experiment is not None
+    session = open_session(source.spec, source.experiment, cache_dir=source.cache_dir)
+    assert source.run_dir is not None
+    restored = restore(session, source.run_dir, "jax")
+    tok = session.pipeline.tokenizer
+    out = []
+    for text in texts:
+        ids = np.asarray([[tok.bos_id, *tok.encode(text)]], np.int32)
+        arrays = {"inputs": ids, "targets": ids, "mask": np.ones(ids.shape, bool)}
+        z = np.asarray(restored.model.logits(restored.state["params"], arrays), np.float64)[0]
+        out.append(z)
+    return out
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def test_sentence_scores_are_the_forward_pass_at_the_words_and_the_end(run: Source) -> None:
+    lm = open_language_model(LmSource(source=run))
+    assert lm.scores == NORMALIZED
+    tok = lm.tokenizer
+    for text, z, got in zip(TEXTS, _forward_logp(run, TEXTS), lm.sentences(TEXTS), strict=True):
+        labels = [*tok.encode(text), tok.eos_id]
+        want = _log_softmax(z)[np.arange(len(labels)), labels].sum()
+        assert got == pytest.approx(want, abs=1e-4), text
+
+
+def test_raw_scores_are_the_logits_at_the_words(run: Source) -> None:
+    raw = open_language_model(LmSource(source=run, scores=RAW))
+    tok = raw.tokenizer
+    for text, z, got in zip(TEXTS, _forward_logp(run, TEXTS), raw.sentences(TEXTS), strict=True):
+        labels = [*tok.encode(text), tok.eos_id]
+        assert got == pytest.approx(z[np.arange(len(labels)), labels].sum(), abs=1e-4), text
+
+
+def test_prefix_extensions_add_up_to_the_sentence(run: Source) -> None:
+    """With characters as the "words": a prefix extended one word at a time (its caches kept)
+    scores what the whole sentence does."""
+    lm = open_language_model(LmSource(source=run))
+    assert isinstance(lm, LanguageModel)
+    words = list("abcab")
+    (whole,) = lm.sentences(["".join(words)])
+    total = 0.0
+    for i, w in enumerate(words):
+        several = lm.extend(tuple(words[:i]), [w, "d", "</s>"])  # one step, three rows
+        total += several[0]
+    total += lm.extend(tuple(words), ["</s>"])[0]
+    assert total == pytest.approx(whole, abs=1e-4)
+
+
+def test_rescore_picks_what_the_lm_prefers_and_reports_wer(run: Source, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from seqc.cli import app
+    from seqc.run.lm.nbest import Hypothesis, NBest, write_nbest
+    from seqc.run.scoring.wer import error_rates
+
+    texts = ["abc abd", "abd abc", "bcd cde", "cde bcd"]
+    lm = open_language_model(LmSource(source=run))
+    scores = dict(zip(texts, lm.sentences(texts), strict=True))
+    lists = [
+        NBest(f"u{i}", (Hypothesis(a, -1.0), Hypothesis(b, -1.2)), reference=a)
+        for i, (a, b) in enumerate([texts[:2], texts[2:]])
+    ]
+    nbest = tmp_path / "test.nbest.jsonl"
+    nbest.write_text(write_nbest(lists))
+    assert run.spec is not None and run.experiment is not None and run.run_dir is not None
+    lm_args = ["--lm-spec", str(run.spec), "--lm-experiment", run.experiment,
+               "--lm-run-dir", str(run.run_dir)]  # fmt: skip
+    out, figures = tmp_path / "best.txt", tmp_path / "figures.json"
+    args = ["rescore", str(nbest), *lm_args, "--lm-weight", "10", "--output", str(out)]
+    result = CliRunner().invoke(app, [*args, "--json", str(figures)])
+    assert result.exit_code == 0, result.output
+    preferred = [max(n.hypotheses, key=lambda h: scores[h.text]).text for n in lists]
+    assert out.read_text().splitlines() == preferred
+    import json
+
+    record = json.loads(figures.read_text())
+    assert record["weights"] == {"lm_weight": 10.0, "length_bonus": 0.0}
+    assert record["before"]["wer"] == 0.0
+    assert record["after"]["wer"] == pytest.approx(error_rates(preferred, texts[::2])["wer"])
+    # weights chosen on dev (the same lists): the recogniser's own order has no errors
+    result = CliRunner().invoke(app, ["rescore", str(nbest), *lm_args, "--dev", str(nbest)])
+    assert result.exit_code == 0, result.output
+    assert "chose lm_weight = 0" in result.output and "after: WER 0.00" in result.output
+    result = CliRunner().invoke(app, ["rescore", str(nbest), *lm_args])
+    assert result.exit_code == 2 and "--dev" in result.output
