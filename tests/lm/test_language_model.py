@@ -124,3 +124,18 @@ def test_rescore_picks_what_the_lm_prefers_and_reports_wer(run: Source, tmp_path
     assert "chose lm_weight = 0" in result.output and "after: WER 0.00" in result.output
     result = CliRunner().invoke(app, ["rescore", str(nbest), *lm_args])
     assert result.exit_code == 2 and "--dev" in result.output
+
+
+def test_jax_and_tf_score_alike(run: Source) -> None:
+    """The same checkpoint on both backends: the scores fusion and rescoring add are the same
+    numbers whichever backend reads the LM."""
+    import dataclasses
+
+    jax_lm = open_language_model(LmSource(source=run))
+    tf_lm = open_language_model(LmSource(source=dataclasses.replace(run, backend="tf")))
+    assert tf_lm.sentences(TEXTS) == pytest.approx(jax_lm.sentences(TEXTS), abs=1e-4)
+    words = ["a", "b", "c", "</s>"]
+    for history in [(), ("a",), ("a", "b", "c")]:
+        assert tf_lm.extend(history, words) == pytest.approx(
+            jax_lm.extend(history, words), abs=1e-4
+        )

@@ -167,11 +167,7 @@ class Transcriber:
         if reset is not None:
             reset()
         found = ctc_prefix_beam_nbest(log_softmax(z), z.shape[0], width, bonus=self.fusion)
-        merged: dict[str, float] = {}
-        for ids, score in found:  # labellings that read the same (two segmentations of a word)
-            text = str(self.tokenizer.decode(ids))
-            merged[text] = float(np.logaddexp(merged.get(text, -np.inf), score))
-        return sorted(merged.items(), key=lambda item: -item[1])[:n]
+        return by_text(found, self.tokenizer, n)
 
     def wav_nbest(self, path: Path, n: int) -> list[tuple[str, float]]:
         """`nbest` of a wav file (read as `wav` reads it)."""
@@ -211,6 +207,44 @@ def transcribe_ctc(
             break
     order = sorted(hyps)[: limit or None]
     return [hyps[i] for i in order], [examples[i].target or "" for i in order], order
+
+
+def by_text(
+    found: list[tuple[list[int], float]], tokenizer: Tokenizer, n: int
+) -> list[tuple[str, float]]:
+    """The `n` best transcripts of a beam's labellings: labellings that read the same text (two
+    segmentations of a word, two unknown tokens) are one transcript, their probabilities
+    summed."""
+    merged: dict[str, float] = {}
+    for ids, score in found:
+        text = str(tokenizer.decode(ids))
+        merged[text] = float(np.logaddexp(merged.get(text, -np.inf), score))
+    return sorted(merged.items(), key=lambda item: -item[1])[:n]
+
+
+def nbest_ctc(
+    logits: Logits,
+    pipeline: InputPipeline,
+    split: str,
+    width: int,
+    n: int,
+    limit: int = 0,
+) -> list[tuple[int, list[tuple[str, float]], str]]:
+    """Each utterance of `split` (the first `limit`, all if 0), in split order: its index, its
+    `n` best transcripts with their CTC scores (prefix beam search of `width`; labellings that
+    read the same text merged), and its reference. Batched as `transcribe_ctc` is, so a
+    checkpoint compiles one program per bucket, not one per utterance length."""
+    tok = pipeline.target_tokenizer
+    examples = pipeline.splits[split].examples
+    found: dict[int, list[tuple[str, float]]] = {}
+    for batch in pipeline.batches(split):
+        z = log_softmax(np.asarray(logits(batch.arrays), np.float32))
+        for row, i in enumerate(batch.indices[: batch.num_examples]):
+            found[i] = by_text(ctc_prefix_beam_nbest(z[row], z.shape[1], max(width, n)), tok, n)
+        if limit and len(found) >= limit:
+            break
+    order = sorted(found)[: limit or None]
+    return [(i, found[i], examples[i].target or "") for i in order]
 
 
 def transcribe_attention(

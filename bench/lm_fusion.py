@@ -1,0 +1,146 @@
+"""The SNIS paper's comparison in seqc: n-best rescoring of a recogniser with LMs trained by
+different criteria, each read as it would be deployed.
+
+Why: a self-normalised LM (NCE, SNIS variant B) is trained so that its raw output score s_w is
+log p(w | h) without the softmax over the vocabulary; the paper's claim is that rescoring with
+those raw scores is as good as with a normalised cross-entropy LM, and much cheaper (one row of
+the output layer per word instead of all V). This bench measures both halves on the read-speech
+task (`examples/asr/read_speech.seq`):
+
+1. the recogniser's n-best lists of dev and test (CTC prefix beam search, batched by the
+   pipeline's buckets; written to `--nbest-dir`, and read back from there when present);
+2. for each LM given (`--lm NAME=ARTIFACT`, an exported ONNX/TFLite folder: `ce`, the
+   cross-entropy LM's logits export, normalised on the host; `snis_raw` and `nce_raw`, the
+   scoring exports, `normalize = false`; `snis_normalized`, the SNIS LM's logits export): the
+   LM's score of every distinct hypothesis, timed (the runtime's step calls only);
+3. the LM weight and the bonus per word chosen on dev (`seqc.run.lm.rescore.grid_search`), then
+   WER and CER on test; "no LM" is the recogniser's own best.
+
+Run after training and exporting (the docs' "LM fusion and rescoring" has the commands):
+
+    python bench/lm_fusion.py --asr-run-dir runs/asr.verses.ctc \\
+        --lm ce=runs/lm.verses.ce/export/onnx --lm snis_raw=runs/lm.verses.snis/export/onnx-score \\
+        --lm nce_raw=runs/lm.verses.nce/export/onnx-score \\
+        --lm snis_normalized=runs/lm.verses.snis/export/onnx
+
+The last lines are `name: value` pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+NAMES = ("ce", "snis_raw", "nce_raw", "snis_normalized")
+
+
+def _nbest(args: argparse.Namespace) -> dict[str, list]:
+    """The dev and test n-best lists: read from --nbest-dir, or decoded and written there."""
+    from seqc.run.lm.nbest import Hypothesis, NBest, read_nbest, write_nbest
+
+    folder: Path = args.nbest_dir
+    paths = {split: folder / f"{split}.nbest.jsonl" for split in ("dev", "test")}
+    if all(p.is_file() for p in paths.values()):
+        return {split: read_nbest(p) for split, p in paths.items()}
+    from seqc.run.scoring.transcribe import nbest_ctc
+    from seqc.run.session import open_session
+    from seqc.run.weights.restore import restore, run_backend
+
+    session = open_session(args.asr_spec, args.asr_experiment, cache_dir=ROOT / ".cache")
+    restored = restore(session, args.asr_run_dir, run_backend(session, None))
+    params = restored.state["params"]
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for split, path in paths.items():
+        start = time.perf_counter()
+        found = nbest_ctc(
+            lambda a: restored.model.logits(params, a),
+            session.pipeline,
+            split,
+            args.width,
+            args.nbest,
+            args.limit,
+        )
+        lists = [
+            NBest(f"{split}/{i}", tuple(Hypothesis(t, s) for t, s in hyps), ref)
+            for i, hyps, ref in found
+        ]
+        path.write_text(write_nbest(lists), encoding="utf-8")
+        print(f"{split}: {len(lists)} n-best lists in {time.perf_counter() - start:.0f} s")
+        out[split] = lists
+    return out
+
+
+def main() -> None:
+    from seqc.run.lm.language_model import LmSource, open_language_model
+    from seqc.run.lm.rescore import Weights, grid_search, oracle, rescored
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--asr-spec", type=Path, default=ROOT / "examples/asr/read_speech.seq")
+    parser.add_argument("--asr-experiment", default="asr.verses.ctc")
+    parser.add_argument("--asr-run-dir", type=Path, default=ROOT / "runs/asr.verses.ctc")
+    parser.add_argument("--nbest-dir", type=Path, default=ROOT / "runs/bench-lm-fusion")
+    parser.add_argument("--nbest", type=int, default=8)
+    parser.add_argument("--width", type=int, default=16)
+    parser.add_argument("--limit", type=int, default=0, help="utterances per split (0: all)")
+    parser.add_argument("--lm", action="append", default=[], help="NAME=ARTIFACT_DIR")
+    args = parser.parse_args()
+    lms = dict(item.split("=", 1) for item in args.lm)
+    unknown = set(lms) - set(NAMES)
+    if unknown:
+        parser.error(f"--lm names {sorted(unknown)}; expected some of {', '.join(NAMES)}")
+    lists = _nbest(args)
+    dev, test = lists["dev"], lists["test"]
+    zero = [[0.0] * len(n.hypotheses) for n in test]
+    rows: dict[str, dict] = {"no_lm": rescored(test, zero, Weights(0.0, 0.0)) | {"ms": 0.0}}
+    chosen: dict[str, Weights] = {}
+    for name in NAMES:
+        if name not in lms:
+            continue
+        lm = open_language_model(LmSource(artifact=Path(lms[name])))
+        texts = sorted({h.text for n in dev + test for h in n.hypotheses})
+        lm.sentences(texts[:8])  # the runtime's first calls (allocation) are not timed
+        lm.seconds = 0.0
+        scored = dict(zip(texts, lm.sentences(texts), strict=True))
+        ms = 1000 * lm.seconds / (len(dev) + len(test))
+        dev_scores = [[scored[h.text] for h in n.hypotheses] for n in dev]
+        test_scores = [[scored[h.text] for h in n.hypotheses] for n in test]
+        chosen[name], _ = grid_search(dev, dev_scores)
+        rows[name] = rescored(test, test_scores, chosen[name]) | {"ms": ms, "scores": lm.scores}
+    best = oracle(test)
+    print(f"\n{'LM':<18}{'WER':>8}{'CER':>8}{'LM ms/utt':>11}  weights (chosen on dev)")
+    for name, r in rows.items():
+        w = chosen.get(name)
+        print(f"{name:<18}{r['wer']:8.2f}{r['cer']:8.2f}{r['ms']:11.2f}  {w or ''}")
+    print(f"{'oracle (n-best)':<18}{best['wer']:8.2f}{best['cer']:8.2f}")
+    print(f"utterances: dev {len(dev)}, test {len(test)}; n-best {args.nbest}")
+    (args.nbest_dir / "results.json").write_text(
+        json.dumps(
+            {k: {**v, "weights": str(chosen.get(k, ""))} for k, v in rows.items()},
+            indent=2,
+            default=str,
+        )
+    )
+    print(f"asr_wer_no_lm: {rows['no_lm']['wer']:.2f}")
+    for name in NAMES:
+        if name in rows:
+            key = "asr_wer_ce_lm" if name == "ce" else f"asr_wer_{name}"
+            print(f"{key}: {rows[name]['wer']:.2f}")
+    if "ce" in rows:
+        gain = 1 - rows["ce"]["wer"] / max(rows["no_lm"]["wer"], 1e-9)
+        print(f"lm_rescoring_rel_gain: {gain:.3f}")
+    if "ce" in rows and "snis_raw" in rows:
+        print(f"snis_raw_vs_ce_wer_gap: {rows['snis_raw']['wer'] - rows['ce']['wer']:.2f}")
+        speedup = rows["ce"]["ms"] / max(rows["snis_raw"]["ms"], 1e-9)
+        print(f"snis_scoring_speedup: {speedup:.2f}")
+
+
+if __name__ == "__main__":
+    main()
