@@ -34,7 +34,8 @@ def run(tmp_path_factory: pytest.TempPathFactory, lm_runs: LmRuns) -> Source:
 
 
 def _forward_logp(source: Source, texts: list[str]) -> list[np.ndarray]:
-    """Each text's log-softmax rows of the model's forward pass, BOS + ids in, [T + 1, V]."""
+    """Each text's logits of the model's forward pass, EOS + ids in (a packed LM's lines
+    follow the previous line's EOS), [T + 1, V]."""
     assert source.spec is not None and source.experiment is not None
     session = open_session(source.spec, source.experiment, cache_dir=source.cache_dir)
     assert source.run_dir is not None
@@ -42,7 +43,7 @@ def _forward_logp(source: Source, texts: list[str]) -> list[np.ndarray]:
     tok = session.pipeline.tokenizer
     out = []
     for text in texts:
-        ids = np.asarray([[tok.bos_id, *tok.encode(text)]], np.int32)
+        ids = np.asarray([[tok.eos_id, *tok.encode(text)]], np.int32)
         arrays = {"inputs": ids, "targets": ids, "mask": np.ones(ids.shape, bool)}
         z = np.asarray(restored.model.logits(restored.state["params"], arrays), np.float64)[0]
         out.append(z)
@@ -58,6 +59,7 @@ def test_sentence_scores_are_the_forward_pass_at_the_words_and_the_end(run: Sour
     lm = open_language_model(LmSource(source=run))
     assert lm.scores == NORMALIZED
     tok = lm.tokenizer
+    assert lm.start == tok.eos_id  # a text LM is packed: each line followed an EOS
     for text, z, got in zip(TEXTS, _forward_logp(run, TEXTS), lm.sentences(TEXTS), strict=True):
         labels = [*tok.encode(text), tok.eos_id]
         want = _log_softmax(z)[np.arange(len(labels)), labels].sum()

@@ -151,6 +151,21 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
     want = _decoded([*base, "--run-dir", str(run)], prompts)
     for name in ("onnx-none", "tflite-none"):
         assert _decoded(["--artifact", str(run / "export" / name)], prompts) == want, name
+    # as a scorer of other tasks' hypotheses (rescoring, fusion), the artifacts score as the
+    # checkpoint does, each sentence after the EOS a packed LM's lines follow
+    from seqc.run.lm.language_model import LmSource, open_language_model
+    from seqc.run.weights.restore import Source
+
+    texts = ["abc abd", "cde", "efg def bcd"]
+    spec, exp = Path(base[0]), base[2]
+    checkpoint = open_language_model(
+        LmSource(source=Source(spec=spec, experiment=exp, run_dir=run, cache_dir=Path(base[4])))
+    )
+    assert _manifest(run, "onnx-none")["packed"] is True
+    for name in ("onnx-none", "tflite-none"):
+        lm = open_language_model(LmSource(artifact=run / "export" / name))
+        assert lm.start == checkpoint.start == lm.tokenizer.eos_id
+        assert lm.sentences(texts) == pytest.approx(checkpoint.sentences(texts), abs=1e-3)
 
 
 def test_mt_exports_decode_translations_like_the_checkpoint(mt_run) -> None:

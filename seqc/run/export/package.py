@@ -47,6 +47,7 @@ def pack(
         "task_kind": ctx.task_kind,
         "vocab_size": pipeline.tokenizer.vocab_size,
         "special": {"bos": tok.bos_id, "eos": tok.eos_id, "pad": tok.pad_id},
+        "packed": pipeline.packed if ctx.task_kind == "lm" else None,
         "decode": None if decode is None else decode.to_json(),
         "checkpoint": {"backend": ctx.weights.backend, "step": ctx.weights.step},
         "step": ctx.sig.to_json(),
