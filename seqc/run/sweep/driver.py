@@ -20,7 +20,7 @@ import optuna
 
 from seqc.resolve.program import Program
 from seqc.resolve.sweep import ResolvedSweep
-from seqc.run.sweep import compile_cache, engine, ledger
+from seqc.run.sweep import compile_cache, engine, ledger, lost
 from seqc.run.sweep import study as studies
 from seqc.run.sweep.worker import Say, Worker
 
@@ -68,6 +68,8 @@ class SweepRun:
             base = base_values(self.program, self.sweep)
             study.enqueue_trial(base, user_attrs={"base": True})
             say(f"trial 0 is the base experiment's own values: {base}")
+        for t in lost.fail_lost(study):  # once, before K workers race to it
+            say(f"trial {t.number}: its worker is gone (pid {t.user_attrs.get('worker_pid')})")
         queued = ledger.enqueue_retries(study)
         if queued:
             say(f"{queued} stopped trial(s) queued again; they resume from their checkpoints")
