@@ -136,3 +136,31 @@ def test_a_character_vocabulary_is_refused() -> None:
 
     with pytest.raises(UsageError, match="space token"):
         word_starts(CharTokenizer.fit(["ab ba"]))
+
+
+def test_an_attention_beam_search_takes_the_same_bonus(tok: WordTokenizer) -> None:
+    """`beam_step` with the fusion's bonus: each token's log-probability gains what the LM
+    says of the word it completes, EOS what the LM says of ending there."""
+    from seqc.run.decoding.search import Hypothesis, beam_step, best
+
+    a, b, c = (tok.encode(w)[0] for w in "abc")
+    steps = [{a: 0.9}, {b: 0.55, c: 0.4}, {tok.eos_id: 0.95}]
+
+    def logp(probs: dict[int, float]) -> np.ndarray:
+        z = np.full(tok.vocab_size, 1e-3)
+        for t, p in probs.items():
+            z[t] = p
+        return np.log(z / z.sum())
+
+    def search(fusion: WordFusion | None) -> str:
+        beams, finished = [Hypothesis([], 0.0)], []
+        for probs in steps:
+            rows = np.stack([logp(probs)] * len(beams))
+            chosen = beam_step(beams, rows, finished, 3, 0.0, tok.eos_id, fusion)
+            beams = chosen.beams
+        return tok.decode(best(finished, beams, 0.0))
+
+    lm = TableLM({("<s>", "a"): 0.5, ("a", "c"): 0.9, ("a", "b"): 0.05})
+    assert search(None) == "a b"
+    assert search(WordFusion(lm, tok, lm_weight=0.0)) == "a b"
+    assert search(WordFusion(lm, tok, lm_weight=0.5)) == "a c"

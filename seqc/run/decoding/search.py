@@ -21,6 +21,7 @@ import numpy as np
 from seqc.backends.api import Model
 from seqc.compiler.config import Beam, DecodeConfig, Sample
 from seqc.compiler.signature import buffer_length
+from seqc.run.decoding.ctc import PrefixBonus
 
 Source = np.ndarray | Mapping[str, np.ndarray]
 """A source as the model reads it: token ids [rows, S], or audio arrays (`audio`,
@@ -64,10 +65,22 @@ def beam_step(
     width: int,
     alpha: float,
     eos: int,
+    bonus: PrefixBonus | None = None,
 ) -> BeamStep:
     """Top `width + 1` tokens of each open hypothesis, ranked together; EOS candidates join
     `finished` (in place) until `width` open ones are collected. Shared by every decoder that
-    runs beam search on the host, so they all keep the same hypotheses."""
+    runs beam search on the host, so they all keep the same hypotheses.
+
+    `bonus` (shallow fusion, `seqc.run.decoding.fusion`): each token's log-probability gains
+    what appending it adds to the hypothesis's LM bonus (a completed word's weighted LM score),
+    and EOS what ending it adds; the hypotheses' scores carry the sum."""
+    if bonus is not None:
+        logp = np.array(logp, dtype=np.float64)
+        every = np.arange(logp.shape[-1])
+        for i, h in enumerate(current):
+            prefix = tuple(h.tokens)
+            logp[i] += bonus.extension(prefix, every)
+            logp[i, eos] += bonus.final(prefix)
     candidates: list[tuple[float, int, int]] = []
     k = min(width + 1, logp.shape[-1])
     for i, h in enumerate(current):
@@ -110,6 +123,9 @@ def ranked(
 class Decoder:
     """Decodes with any backend's model over its `logits` (a language model continues a
     prompt; an encoder-decoder translates a source)."""
+
+    fusion: PrefixBonus | None = None
+    """Shallow fusion in beam search (`beam_step`'s bonus); None: none."""
 
     def __init__(self, model: Model, params: Any, bos: int, eos: int, pad: int) -> None:
         self.model, self.params, self.task = model, params, model.task.kind
@@ -186,7 +202,7 @@ class Decoder:
                 seq = start + h.tokens
                 buf[i, : len(seq)] = seq
             logp = self._logits(buf, src_arr, len(start) - 1 + step)[: len(beams)]
-            chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
+            chosen = beam_step(beams, logp, finished, width, alpha, self.eos, self.fusion)
             beams = chosen.beams
             if chosen.done:
                 break

@@ -40,6 +40,7 @@ from seqc.compiler.config import Beam, DecodeConfig, Greedy, Sample
 from seqc.compiler.incremental import POS
 from seqc.compiler.signature import buffer_length
 from seqc.compiler.step_signature import StepSignature
+from seqc.run.decoding.ctc import PrefixBonus
 from seqc.run.decoding.search import (
     Hypothesis,
     beam_step,
@@ -68,6 +69,9 @@ def first_history(prompt: int, length: int) -> int:
 
 class StepDecoder:
     """Greedy, sampling and beam search over `StepFunctions`, as `Decoder` does over logits."""
+
+    fusion: PrefixBonus | None = None
+    """Shallow fusion in beam search (`beam_step`'s bonus); None: none."""
 
     def __init__(
         self, fns: StepFunctions, sig: StepSignature, bos: int, eos: int, pad: int
@@ -290,7 +294,7 @@ class StepDecoder:
         beams = [Hypothesis([], 0.0)]
         finished: list[Hypothesis] = []
         for step in range(max_len):
-            chosen = beam_step(beams, logp, finished, width, alpha, self.eos)
+            chosen = beam_step(beams, logp, finished, width, alpha, self.eos, self.fusion)
             beams = chosen.beams
             if each_step is not None:
                 each_step(beams, finished)
@@ -421,7 +425,7 @@ def _beam_batch(
                 continue
             base = b * width
             chosen = beam_step(
-                beams[s], logp[base : base + width], finished[s], width, alpha, dec.eos
+                beams[s], logp[base : base + width], finished[s], width, alpha, dec.eos, dec.fusion
             )
             beams[s] = chosen.beams
             done[s] = chosen.done

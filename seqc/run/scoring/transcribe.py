@@ -122,11 +122,12 @@ class Transcriber:
     it): a shorter clip is `too_short`'s data error, the same on a checkpoint and on every
     artifact, where each runtime would otherwise fail in its own way or answer nothing."""
     fusion: PrefixBonus | None = None
-    """Shallow fusion with a word LM (`seqc.run.decoding.fusion.WordFusion`), CTC models only:
-    the prefix beam search ranks by the acoustic score plus its bonus."""
+    """Shallow fusion with a word LM (`seqc.run.decoding.fusion.WordFusion`): a CTC model's
+    prefix beam search, or an attention decoder's beam search, ranks by the model's score plus
+    its bonus."""
 
     def __call__(self, samples: np.ndarray) -> str:
-        if self.fusion is not None:
+        if self.fusion is not None and self.logits is not None:
             return self.nbest(samples, 1)[0][0]
         arrays = self._arrays(samples)
         if self.logits is not None:
@@ -135,6 +136,8 @@ class Transcriber:
             (ids,) = ctc_decode_batch(z, np.ones(z.shape[:2], bool), kind, width)
             return str(self.tokenizer.decode(ids))
         assert self.decoder is not None, "a Transcriber has CTC logits or a decoder"
+        if self.fusion is not None:  # the decoder's beam search adds the bonus
+            self.decoder.fusion = self.fusion  # type: ignore[attr-defined]
         return str(
             self.tokenizer.decode(self.decoder.generate(self.strategy or GREEDY, [], arrays))
         )
