@@ -14,7 +14,9 @@ task (`examples/asr/read_speech.seq`):
    scoring exports, `normalize = false`; `snis_normalized`, the SNIS LM's logits export): the
    LM's score of every distinct hypothesis, timed (the runtime's step calls only);
 3. the LM weight and the bonus per word chosen on dev (`seqc.run.lm.rescore.grid_search`), then
-   WER and CER on test; "no LM" is the recogniser's own best.
+   WER and CER on test; "no LM" is the recogniser's own best;
+4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search on test, at the
+   weights rescoring chose (not searched again: each point is a whole decode).
 
 Run after training and exporting (the docs' "LM fusion and rescoring" has the commands):
 
@@ -50,24 +52,13 @@ def _nbest(args: argparse.Namespace) -> dict[str, list]:
     if all(p.is_file() for p in paths.values()):
         return {split: read_nbest(p) for split, p in paths.items()}
     from seqc.run.scoring.transcribe import nbest_ctc
-    from seqc.run.session import open_session
-    from seqc.run.weights.restore import restore, run_backend
 
-    session = open_session(args.asr_spec, args.asr_experiment, cache_dir=ROOT / ".cache")
-    restored = restore(session, args.asr_run_dir, run_backend(session, None))
-    params = restored.state["params"]
+    session, logits = _recogniser(args)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for split, path in paths.items():
         start = time.perf_counter()
-        found = nbest_ctc(
-            lambda a: restored.model.logits(params, a),
-            session.pipeline,
-            split,
-            args.width,
-            args.nbest,
-            args.limit,
-        )
+        found = nbest_ctc(logits, session.pipeline, split, args.width, args.nbest, args.limit)
         lists = [
             NBest(f"{split}/{i}", tuple(Hypothesis(t, s) for t, s in hyps), ref)
             for i, hyps, ref in found
@@ -76,6 +67,37 @@ def _nbest(args: argparse.Namespace) -> dict[str, list]:
         print(f"{split}: {len(lists)} n-best lists in {time.perf_counter() - start:.0f} s")
         out[split] = lists
     return out
+
+
+_RECOGNISER: list = []
+
+
+def _recogniser(args: argparse.Namespace) -> tuple:
+    """The recogniser's session and its batched CTC forward (loaded once)."""
+    if not _RECOGNISER:
+        from seqc.run.session import open_session
+        from seqc.run.weights.restore import restore, run_backend
+
+        session = open_session(args.asr_spec, args.asr_experiment, cache_dir=ROOT / ".cache")
+        restored = restore(session, args.asr_run_dir, run_backend(session, None))
+        params = restored.state["params"]
+        _RECOGNISER.extend([session, lambda a: restored.model.logits(params, a)])
+    return _RECOGNISER[0], _RECOGNISER[1]
+
+
+def _fused(args: argparse.Namespace, lm: object, weights: object) -> dict:
+    """WER and CER on test of shallow fusion with `lm` at the weights chosen for rescoring."""
+    from seqc.run.decoding.fusion import WordFusion
+    from seqc.run.scoring.transcribe import nbest_ctc
+    from seqc.run.scoring.wer import error_rates
+
+    session, logits = _recogniser(args)
+    tok = session.pipeline.target_tokenizer
+    fusion = WordFusion(lm, tok, weights.lm_weight, weights.length_bonus)  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    found = nbest_ctc(logits, session.pipeline, "test", args.width, 1, args.limit, bonus=fusion)
+    rates = error_rates([h[0][0] if h else "" for _, h, _ in found], [r for _, _, r in found])
+    return rates | {"seconds": time.perf_counter() - start}
 
 
 def main() -> None:
@@ -91,6 +113,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=16)
     parser.add_argument("--limit", type=int, default=0, help="utterances per split (0: all)")
     parser.add_argument("--lm", action="append", default=[], help="NAME=ARTIFACT_DIR")
+    parser.add_argument(
+        "--fusion", action="store_true", help="also shallow fusion on test (slow: minutes per LM)"
+    )
     args = parser.parse_args()
     lms = dict(item.split("=", 1) for item in args.lm)
     unknown = set(lms) - set(NAMES)
@@ -114,6 +139,10 @@ def main() -> None:
         test_scores = [[scored[h.text] for h in n.hypotheses] for n in test]
         chosen[name], _ = grid_search(dev, dev_scores)
         rows[name] = rescored(test, test_scores, chosen[name]) | {"ms": ms, "scores": lm.scores}
+        if args.fusion:
+            fused = _fused(args, lm, chosen[name])
+            rows[name]["fused_wer"] = fused["wer"]
+            print(f"{name}: shallow fusion, test WER {fused['wer']:.2f} ({fused['seconds']:.0f} s)")
     best = oracle(test)
     print(f"\n{'LM':<18}{'WER':>8}{'CER':>8}{'LM ms/utt':>11}  weights (chosen on dev)")
     for name, r in rows.items():
@@ -128,6 +157,9 @@ def main() -> None:
             default=str,
         )
     )
+    for name, r in rows.items():
+        if "fused_wer" in r:
+            print(f"asr_wer_fused_{name}: {r['fused_wer']:.2f}")
     print(f"asr_wer_no_lm: {rows['no_lm']['wer']:.2f}")
     for name in NAMES:
         if name in rows:

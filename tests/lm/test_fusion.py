@@ -164,3 +164,13 @@ def test_an_attention_beam_search_takes_the_same_bonus(tok: WordTokenizer) -> No
     assert search(None) == "a b"
     assert search(WordFusion(lm, tok, lm_weight=0.0)) == "a b"
     assert search(WordFusion(lm, tok, lm_weight=0.5)) == "a c"
+
+
+def test_output_ids_past_the_tokenizer_start_no_word(tok: WordTokenizer) -> None:
+    """A model's output may be wider than its tokenizer (`vocab = 72` over 65 tokens)."""
+    fusion = WordFusion(TableLM({}), tok, 1.0, 1.0)
+    a = tok.encode("a")[0]
+    tokens = np.arange(tok.vocab_size + 3)
+    bonus = fusion.extension((a,), tokens)
+    assert bonus[tok.vocab_size :].tolist() == [0.0, 0.0, 0.0]
+    assert bonus[tok.encode("b")[0]] == pytest.approx(math.log(0.01) + 1.0)

@@ -106,7 +106,11 @@ class WordFusion:
 
     def extension(self, prefix: tuple[int, ...], tokens: np.ndarray) -> np.ndarray:
         out = np.zeros(tokens.shape, np.float64)
-        starting = self.starts[tokens]
+        # a model's output may be wider than its tokenizer (`vocab = 72` over 65 tokens): the
+        # ids past the tokenizer's are no word's start
+        inside = tokens < self.starts.size
+        starting = np.zeros(tokens.shape, bool)
+        starting[inside] = self.starts[tokens[inside]]
         if starting.any():
             out[starting] = self._completion(self.words(prefix))
         return out

@@ -232,18 +232,24 @@ def nbest_ctc(
     width: int,
     n: int,
     limit: int = 0,
+    bonus: PrefixBonus | None = None,
 ) -> list[tuple[int, list[tuple[str, float]], str]]:
     """Each utterance of `split` (the first `limit`, all if 0), in split order: its index, its
     `n` best transcripts with their CTC scores (prefix beam search of `width`; labellings that
     read the same text merged), and its reference. Batched as `transcribe_ctc` is, so a
-    checkpoint compiles one program per bucket, not one per utterance length."""
+    checkpoint compiles one program per bucket, not one per utterance length. With `bonus`
+    (shallow fusion), the search ranks by score plus bonus and the scores include it."""
     tok = pipeline.target_tokenizer
     examples = pipeline.splits[split].examples
     found: dict[int, list[tuple[str, float]]] = {}
     for batch in pipeline.batches(split):
         z = log_softmax(np.asarray(logits(batch.arrays), np.float32))
         for row, i in enumerate(batch.indices[: batch.num_examples]):
-            found[i] = by_text(ctc_prefix_beam_nbest(z[row], z.shape[1], max(width, n)), tok, n)
+            reset = getattr(bonus, "reset", None)
+            if reset is not None:  # no two utterances share prefixes
+                reset()
+            beam = ctc_prefix_beam_nbest(z[row], z.shape[1], max(width, n), bonus=bonus)
+            found[i] = by_text(beam, tok, n)
         if limit and len(found) >= limit:
             break
     order = sorted(found)[: limit or None]
