@@ -174,3 +174,36 @@ def test_output_ids_past_the_tokenizer_start_no_word(tok: WordTokenizer) -> None
     bonus = fusion.extension((a,), tokens)
     assert bonus[tok.vocab_size :].tolist() == [0.0, 0.0, 0.0]
     assert bonus[tok.encode("b")[0]] == pytest.approx(math.log(0.01) + 1.0)
+
+
+def test_an_attention_decoders_nbest_is_merged_by_text_and_fused(tok: WordTokenizer) -> None:
+    import dataclasses
+
+    from seqc.compiler.config import DecodeConfig
+    from seqc.data.calls import make_call
+    from seqc.run.decoding.search import Hypothesis
+    from seqc.run.scoring.transcribe import Transcriber
+    from seqc.spec.errors import UsageError
+
+    a, b = tok.encode("a")[0], tok.encode("b")[0]
+
+    class Beams:
+        def __init__(self) -> None:
+            self.fusion: object = None
+            self.asked: list[tuple[int, int]] = []
+
+        def nbest(self, strategy: object, prompt: list[int], src: object, n: int) -> list:
+            self.asked.append((strategy.width, n))  # type: ignore[attr-defined]
+            return [Hypothesis([a, b], -1.0), Hypothesis([a, b, 0], -2.0), Hypothesis([a], -3.0)]
+
+    beam = DecodeConfig.of(make_call("decode", "beam", width=2))
+    beams = Beams()
+    fusion = WordFusion(TableLM({}), tok, 0.5)
+    listen = Transcriber(tok, beam, decoder=beams, fusion=fusion)  # type: ignore[arg-type]
+    got = listen.nbest(np.zeros(1600, np.float32), 3)
+    assert [t for t, _ in got] == ["a b", "a"]  # "a b" twice (a pad token) is one transcript
+    assert got[0][1] == pytest.approx(np.logaddexp(-1.0, -2.0))
+    assert beams.asked == [(3, 3)] and beams.fusion is fusion  # widened to n; the bonus given
+    greedy = dataclasses.replace(listen, strategy=DecodeConfig.of(make_call("decode", "greedy")))
+    with pytest.raises(UsageError, match="beam search"):
+        greedy.nbest(np.zeros(1600, np.float32), 2)

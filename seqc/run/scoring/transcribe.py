@@ -155,14 +155,7 @@ class Transcriber:
         text (two segmentations of a word, two unknown tokens) are one transcript, their
         probabilities summed, so fewer than `n` may come back."""
         if self.logits is None:
-            from seqc.spec.errors import UsageError
-
-            raise UsageError(
-                "n-best lists and LM fusion come from a CTC model's prefix beam search; this "
-                "model decodes with an attention decoder",
-                code="ctc-only",
-                hint="use a CTC model (or the CTC output of a joint model's task)",
-            )
+            return self._decoder_nbest(samples, n)
         z = np.asarray(self.logits(self._arrays(samples)), np.float32)[0]
         kind, width = ctc_strategy(self.strategy)
         width = max(n, width if kind == "beam" else FUSION_WIDTH)
@@ -171,6 +164,36 @@ class Transcriber:
             reset()
         found = ctc_prefix_beam_nbest(log_softmax(z), z.shape[0], width, bonus=self.fusion)
         return by_text(found, self.tokenizer, n)
+
+    def _decoder_nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """An attention decoder's `n` best (its beam search, at least `n` wide; the scores are
+        log-probabilities, before the length penalty, plus the fusion's bonus)."""
+        import dataclasses
+
+        nbest = getattr(self.decoder, "nbest", None)
+        if nbest is None:
+            from seqc.spec.errors import UsageError
+
+            raise UsageError(
+                "this decoder gives its best transcript only; n-best lists come from beam "
+                "search over step functions (an exported artifact, or a model with a step form)",
+                code="no-nbest",
+                hint="export the model and decode with --artifact, or use a CTC model",
+            )
+        strategy = self.strategy
+        if not isinstance(strategy, Beam):
+            from seqc.spec.errors import UsageError
+
+            raise UsageError(
+                "n-best lists come from beam search; this attention decoder decodes greedily",
+                code="nbest-needs-beam",
+                hint="--set TASK.decode=beam(width = 8)",
+            )
+        strategy = dataclasses.replace(strategy, width=max(n, strategy.width))
+        if self.fusion is not None:
+            self.decoder.fusion = self.fusion  # type: ignore[union-attr]
+        hyps = nbest(strategy, [], self._arrays(samples), n)
+        return by_text([(h.tokens, h.logprob) for h in hyps], self.tokenizer, n)
 
     def wav_nbest(self, path: Path, n: int) -> list[tuple[str, float]]:
         """`nbest` of a wav file (read as `wav` reads it)."""
