@@ -4,7 +4,7 @@ input or an interactive prompt; a speech model transcribes wav files.
 On a terminal each line shows `source -> hypothesis`; into a pipe or a file (`> out.txt`), or
 with --output, only the hypotheses, one line per input line (an empty one for an empty source),
 ready for sacreBLEU (fairseq and Marian do the same): notes go to stderr. What is decoded with
-is `seqc.run.weights.restore.open_generator`; what is read, `seqc.run.decoding.inputs`.
+is `seqc.run.decoding.opened.open_generator`; what is read, `seqc.run.decoding.inputs`.
 """
 
 from __future__ import annotations
@@ -36,9 +36,10 @@ from seqc.cli.options import (
     TokenizerCacheOpt,
 )
 from seqc.run.decoding.inputs import DecodeInputs, read_inputs
+from seqc.run.decoding.opened import open_generator
 from seqc.run.decoding.text_decoder import hypotheses, hypothesis, sample_text, transcribe_file
 from seqc.run.rundir.outputs import LineFile, one_line
-from seqc.run.weights.restore import Source, open_generator
+from seqc.run.weights.restore import Source
 from seqc.spec.errors import UsageError
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, Self, TypeVar
 
 from seqc.resolve.values import CallValue
+from seqc.spec.kinds import REGISTRY
 
 KINDS: dict[str, dict[str, type[KindConfig]]] = {}
 """Namespace -> kind name -> its dataclass, in declaration order (filled by subclassing)."""
@@ -66,7 +67,14 @@ class KindConfig:
         an artifact's manifest, a run's `eval.json`."""
         args = value["args"]
         assert isinstance(args, Mapping), value
-        return cls.of(CallValue(kind=str(value["kind"]), namespace=cls.namespace, args=dict(args)))
+        import seqc.spec.catalogue  # noqa: F401  (fills REGISTRY)
+
+        kind = str(value["kind"])
+        # params the catalogue gained since the file was written take their defaults (an
+        # artifact exported before `beam` had `lm` still reads)
+        spec = REGISTRY.get(cls.namespace, kind)
+        known = {} if spec is None else {p.name: p.default for p in spec.params if not p.required}
+        return cls.of(CallValue(kind=kind, namespace=cls.namespace, args=known | dict(args)))
 
     def to_json(self) -> dict[str, object]:
         """`{"kind": ..., "args": {...}}`, the form the resolved call has in JSON
@@ -291,6 +299,10 @@ class Beam(DecodeConfig, kind="beam"):
     width: int
     length_penalty: float
     """GNMT's alpha; 0 ranks by log-probability alone."""
+    lm: str | None = None
+    """Shallow fusion's word LM (an artifact folder or a run directory); None: none."""
+    lm_weight: float = 0.3
+    length_bonus: float = 1.0
 
 
 # --- warm starts -------------------------------------------------------------------------------

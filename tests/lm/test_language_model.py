@@ -141,3 +141,29 @@ def test_jax_and_tf_score_alike(run: Source) -> None:
         assert tf_lm.extend(history, words) == pytest.approx(
             jax_lm.extend(history, words), abs=1e-4
         )
+
+
+def test_a_beam_that_names_a_run_directory_fuses_its_lm(run: Source) -> None:
+    """`decode = beam(lm = "RUN_DIR", ...)`: the run's frozen spec and checkpoint, opened once
+    per path, its scores the LM's own."""
+    from seqc.compiler.config import Beam, DecodeConfig
+    from seqc.data.calls import make_call
+    from seqc.run.lm.language_model import strategy_fusion
+
+    assert run.run_dir is not None
+    call = make_call("decode", "beam", width=4, lm=str(run.run_dir), lm_weight=0.5)
+    beam = DecodeConfig.of(call)
+    assert isinstance(beam, Beam) and beam.lm == str(run.run_dir)
+    from seqc.data.tokenizers import WordTokenizer
+
+    words = WordTokenizer.fit(["a b c d"])  # the recogniser's transcripts: words
+    lm = open_language_model(LmSource(source=run))
+    fusion = strategy_fusion(beam, words)
+    assert fusion is not None and fusion.lm_weight == 0.5 and fusion.length_bonus == 1.0
+    again = strategy_fusion(beam, words)
+    assert again is not None and again.lm is fusion.lm  # opened once
+    assert fusion.lm.extend(("a",), ["b", "</s>"]) == pytest.approx(
+        lm.extend(("a",), ["b", "</s>"]), abs=1e-5
+    )
+    greedy = DecodeConfig.of(make_call("decode", "greedy"))
+    assert strategy_fusion(greedy, words) is None

@@ -285,3 +285,37 @@ def test_decode_writes_nbest_lists_of_a_manifest_with_its_transcripts(
         assert plain in {h["text"] for h in n["hypotheses"]}  # the 1-best is listed
     words = runner.invoke(app, [*checkpoint[:-2], "--nbest", "2"])  # no wavs to list
     assert words.exit_code == 2 and "--manifest" in words.output
+
+
+def test_a_beam_that_names_an_lm_fuses_it(
+    trained, tmp_path: Path, lm_runs, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """`decode = beam(lm = ...)` in the spec: every transcript of the task fuses that LM (here
+    a run directory's checkpoint). At weight 0 and no bonus the ranking is the acoustic one, so
+    the transcripts are the plain beam's; a path that holds no LM is a located error."""
+    from tiny_specs import LM_SPEC, lm_corpus
+
+    base, run, data, _ = trained
+    folder = tmp_path_factory.mktemp("fusion-lm")
+    lm_corpus(folder)
+    common = ROOT / "examples" / "common" / "transformer.seq"
+    (folder / "lm.seq").write_text(LM_SPEC.format(common=common.as_posix()))
+    lm_run = lm_runs.copy(folder / "run")
+    manifest = ["--manifest", str(data / "dev.jsonl")]
+    plain = runner.invoke(app, ["decode", *base, "--run-dir", str(run), *manifest])
+    assert plain.exit_code == 0, plain.output
+    fused_beam = (
+        f'asr_ctc.decode=beam(width = 8, lm = "{lm_run}", lm_weight = 0.0, length_bonus = 0.0)'
+    )
+    fused = runner.invoke(
+        app, ["decode", *base, "--run-dir", str(run), *manifest, "--set", fused_beam]
+    )
+    assert fused.exit_code == 0, fused.output
+    assert fused.stdout.splitlines() == plain.stdout.splitlines()
+    missing = fused_beam.replace(str(lm_run), str(tmp_path / "nothing"))
+    bad = runner.invoke(app, ["decode", *base, "--run-dir", str(run), *manifest, "--set", missing])
+    assert (
+        bad.exit_code != 0
+        and "no language model at" in bad.output
+        and "Traceback" not in bad.output
+    )

@@ -39,8 +39,10 @@ from seqc.spec.errors import UsageError
 
 if TYPE_CHECKING:
     from seqc.backends.api import StepFunctions
+    from seqc.compiler.config import DecodeConfig
     from seqc.compiler.step_signature import StepSignature
     from seqc.data.tokenizers import Tokenizer
+    from seqc.run.decoding.fusion import WordFusion
     from seqc.run.weights.restore import Source
 
 NORMALIZED, RAW = "normalized", "raw"
@@ -320,3 +322,45 @@ def _from_checkpoint(source: Source, scores: str) -> LanguageModel:
     tok = session.pipeline.tokenizer
     start = tok.eos_id if session.pipeline.packed else tok.bos_id
     return LanguageModel(fns, sig, tok, scores, name, start=start)
+
+
+def lm_at(path: Path) -> LmSource:
+    """The LM a `decode = beam(lm = "...")` names: an exported artifact's folder (it holds
+    manifest.json), or a run directory (run.json: its frozen spec and experiment)."""
+    import json
+
+    from seqc.run.weights.restore import Source
+    from seqc.spec.errors import FileError
+
+    if (path / "manifest.json").is_file():
+        return LmSource(artifact=path)
+    record = path / "run.json"
+    if not record.is_file():
+        raise FileError(
+            f"no language model at {path}",
+            path=str(path),
+            code="file-not-found" if not path.exists() else "not-a-language-model",
+            hint="give an exported LM's folder (seqc export) or a trained lm task's run directory",
+        )
+    run = json.loads(record.read_text(encoding="utf-8"))
+    source = Source(spec=path / run["spec"], experiment=run["experiment"], run_dir=path,
+                    task=run.get("task"))  # fmt: skip
+    return LmSource(source=source)
+
+
+_OPEN: dict[str, LanguageModel] = {}
+"""LMs a strategy named, by path: a run's dev evaluations open the same one each time."""
+
+
+def strategy_fusion(strategy: DecodeConfig | None, tokenizer: Tokenizer) -> WordFusion | None:
+    """The shallow fusion a task's `decode = beam(lm = ...)` asks for, or None."""
+    from seqc.compiler.config import Beam
+    from seqc.run.decoding.fusion import WordFusion
+
+    if not isinstance(strategy, Beam) or strategy.lm is None:
+        return None
+    key = str(Path(strategy.lm).resolve())
+    lm = _OPEN.get(key)
+    if lm is None:
+        lm = _OPEN[key] = open_language_model(lm_at(Path(strategy.lm)))
+    return WordFusion(lm, tokenizer, strategy.lm_weight, strategy.length_bonus)

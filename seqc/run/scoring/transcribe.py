@@ -126,6 +126,12 @@ class Transcriber:
     prefix beam search, or an attention decoder's beam search, ranks by the model's score plus
     its bonus."""
 
+    def __post_init__(self) -> None:
+        if self.fusion is None:  # the task's own `decode = beam(lm = ...)`, if it names one
+            from seqc.run.lm.language_model import strategy_fusion
+
+            self.fusion = strategy_fusion(self.strategy, self.tokenizer)
+
     def __call__(self, samples: np.ndarray) -> str:
         if self.fusion is not None and self.logits is not None:
             return self.nbest(samples, 1)[0][0]
@@ -215,8 +221,18 @@ def transcribe_ctc(
 ) -> tuple[list[str], list[str], list[int]]:
     """Hypotheses, references and the utterances' indices in the split, for the first `limit`
     utterances of `split` (all if 0), in split order."""
+    from seqc.run.lm.language_model import strategy_fusion
+
     kind, width = ctc_strategy(strategy)
     tok = pipeline.target_tokenizer
+    fusion = strategy_fusion(strategy, tok)
+    if fusion is not None:  # the prefix beam search with the LM's bonus, one row at a time
+        found = nbest_ctc(logits, pipeline, split, width, 1, limit, bonus=fusion)
+        return (
+            [h[0][0] if h else "" for _, h, _ in found],
+            [r for *_, r in found],
+            [i for i, *_ in found],
+        )
     examples = pipeline.splits[split].examples
     hyps: dict[int, str] = {}
     for batch in pipeline.batches(split):
@@ -283,7 +299,12 @@ def transcribe_attention(
     decoder: Generator, pipeline: InputPipeline, split: str, strategy: DecodeConfig, limit: int = 0
 ) -> tuple[list[str], list[str], list[int]]:
     """The same for an attention decoder: each utterance's audio is the decoder's source."""
+    from seqc.run.lm.language_model import strategy_fusion
+
     tok = pipeline.target_tokenizer
+    fusion = strategy_fusion(strategy, tok)
+    if fusion is not None:  # the decoder's beam search adds the LM's bonus
+        decoder.fusion = fusion  # type: ignore[attr-defined]
     examples = pipeline.splits[split].examples
     hyps: dict[int, str] = {}
     for batch in pipeline.batches(split):

@@ -1,6 +1,6 @@
 """A trained model loaded for use: weights read from a run directory or checkpoints of either
-backend, checked against the session's model, restored into a model on the backend asked for;
-or a decoder from an exported artifact, checked against the spec when one is given.
+backend, checked against the session's model, restored into a model on the backend asked for
+(`seqc.run.decoding.opened` makes a decoder of it, or of an exported artifact).
 
 Why one module: `seqc eval`, `decode` and `export` all load what was trained, and each must
 refuse the same things (another run's weights, a checkpoint of another model) with the same
@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING, Any
 from seqc.backends import registry
 from seqc.backends.api import Model, Weights
 from seqc.run.report import PlainReporter, Reporter
-from seqc.run.session import Session, open_session
-from seqc.spec.errors import UsageError
+from seqc.run.session import Session
 
 if TYPE_CHECKING:  # imported where it is built, so that a restore alone loads no decoder
-    from seqc.run.decoding.text_decoder import TextDecoder
+    pass
 
 
 def run_backend(session: Session, backend: str | None) -> str:
@@ -110,45 +109,3 @@ class Source:
     backend: str | None = None
     task: str | None = None
     artifact: Path | None = None
-
-
-def open_generator(source: Source, reporter: Reporter | None = None) -> TextDecoder:
-    """The generator (`seqc.run.decoding.text_decoder.TextDecoder`) of an artifact, or of a
-    checkpoint restored on a backend."""
-    from seqc.run.decoding.text_decoder import from_artifact, from_session
-
-    reporter = reporter or PlainReporter()
-    overrides = list(source.overrides)
-    if source.artifact is not None:
-        from seqc.run.export.artifact import check_against, load_artifact
-
-        art = load_artifact(source.artifact)
-        if source.spec is not None:
-            if source.experiment is None:
-                raise UsageError("with a spec, name its experiment: -e EXP", code="missing-option")
-            # a multi-task experiment's artifact says which task it holds
-            named = source.task or artifact_task(
-                source.spec, source.experiment, overrides, art.manifest.get("task")
-            )
-            session = open_session(
-                source.spec, source.experiment, overrides, cache_dir=source.cache_dir, task=named
-            )
-            check_against(art, session)
-        gen = from_artifact(art)
-        reporter.info(
-            f"decoding with {art.format} ({art.manifest['quantize']}) from {source.artifact}"
-        )
-        return gen
-    if source.spec is None or source.experiment is None:
-        raise UsageError(
-            "decode needs a spec and an experiment, or --artifact",
-            code="missing-option",
-            hint="seqc decode SPEC -e EXP [--run-dir D], or seqc decode --artifact DIR",
-        )
-    session = open_session(
-        source.spec, source.experiment, overrides, cache_dir=source.cache_dir, task=source.task
-    )
-    run_dir = source.run_dir or Path("runs") / source.experiment
-    backend = run_backend(session, source.backend)
-    restored = restore(session, source.checkpoint or run_dir, backend, reporter)
-    return from_session(session, restored.model, restored.state["params"])

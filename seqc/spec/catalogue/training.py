@@ -488,6 +488,15 @@ declare(
         range=NON_NEGATIVE,
     ),
     param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
+    param(
+        "lm",
+        optional(STR),
+        None,
+        "Shallow fusion with a word language model: an exported LM artifact's folder, or the "
+        "run directory of a trained `lm` task (its checkpoint); none: no fusion. Speech tasks.",
+    ),
+    param("lm_weight", RATE, 0.3, "Shallow fusion: the weight of the LM's log-probability."),
+    param("length_bonus", FLOAT, 1.0, "Shallow fusion: added to a hypothesis's score per word."),
     positional=("width",),
 )
 
