@@ -167,3 +167,11 @@ def test_a_beam_that_names_a_run_directory_fuses_its_lm(run: Source) -> None:
     )
     greedy = DecodeConfig.of(make_call("decode", "greedy"))
     assert strategy_fusion(greedy, words) is None
+
+
+def test_a_hypothesis_past_the_history_is_scored_after_its_last_words(run: Source) -> None:
+    from seqc.run.lm.language_model import HISTORY
+
+    lm = open_language_model(LmSource(source=run))
+    long = tuple("abcde" * 20)[: HISTORY + 5]
+    assert lm.extend(long, ["a"]) == pytest.approx(lm.extend(long[-(HISTORY - 1) :], ["a"]))

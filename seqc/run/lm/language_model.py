@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 NORMALIZED, RAW = "normalized", "raw"
 SCORES = (NORMALIZED, RAW)
 HISTORY = 64
-"""History slots of a fusion prefix's caches: words a hypothesis may hold (the LM's buckets are
-64 tokens long)."""
+"""History slots of a fusion prefix's caches (the LM's buckets are 64 tokens long): a longer
+hypothesis's next word is scored after its last 63 words."""
 
 
 @dataclass
@@ -141,7 +141,9 @@ class LanguageModel:
         """log-score of each of `words` after `history` (one call for all: one step with a row
         per word); "</s>" scores the end of the sentence. The caches of `history` are kept, so
         the words that follow a prefix cost one step, whatever its length."""
-        key = self._history_ids(history)
+        # past the caches' history, the last words alone (a hypothesis that long is garbage
+        # a young recogniser's beam holds; an LM's context this long barely moves a score)
+        key = self._history_ids(history[-(HISTORY - 1) :])
         state = self._state(key)
         labels = np.asarray(
             [[self.tokenizer.eos_id if w == "</s>" else self._word_id(w)] for w in words],
@@ -168,7 +170,8 @@ class LanguageModel:
         return tuple(self._word_id(w) for w in history)
 
     def _state(self, ids: tuple[int, ...]) -> _State:
-        """The caches after BOS and all of `ids` but the last (fed with the next word)."""
+        """The caches after the start token and all of `ids` but the last (which is fed with
+        the next word)."""
         known = self._states.get(ids)
         if known is not None:
             return known
@@ -181,11 +184,6 @@ class LanguageModel:
                 token, np.asarray([[ids[-1]]], np.int32), parent.pos, parent.caches
             )
             state = _State(_numpy(caches), ids[-1], parent.pos + 1)
-        if state.pos >= HISTORY:
-            raise UsageError(
-                f"a hypothesis of more than {HISTORY} words is longer than the LM's history",
-                code="too-long",
-            )
         self._states[ids] = state
         return state
 
