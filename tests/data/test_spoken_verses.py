@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from wavs import VOICES_MISSING, needs_voices
 
 from seqc.cli.data import APP as data_app
-from seqc.data.corpora import shakespeare, speech, spoken_verses
+from seqc.data.corpora import shakespeare, speech, spoken_numbers, spoken_verses
 from seqc.data.prepare import describe, prepare
 
 TINY = {"train": 3, "dev": 1, "test": 2, "festival": 1}
@@ -74,7 +74,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def corpus(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
     """A tiny corpus through `prepare`, as `seqc data prepare spoken-verses` makes it."""
     if VOICES_MISSING:
-        pytest.skip(f"{', '.join(VOICES_MISSING)} not installed")
+        pytest.skip(f"{', '.join(VOICES_MISSING)} not installed ({spoken_numbers.INSTALL})")
     root = tmp_path_factory.mktemp("data")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(spoken_verses, "SIZES", TINY)
