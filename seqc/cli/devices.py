@@ -71,9 +71,23 @@ def place_cmd(
             help="Op times measured by `seqc profile --json F`, in place of the estimates.",
         ),
     ] = None,
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline",
+            help="Print the pipeline's stages (distribution.pipeline over the mesh's stage "
+            "axis): each one's layers, time and memory, and the schedule's bubble.",
+        ),
+    ] = False,
 ) -> None:
     """Place a training step on the experiment's devices with a Baechi placer; prints memory
-    and busy time per device and the step time against its lower bound."""
+    and busy time per device and the step time against its lower bound. With --pipeline, the
+    stages of the experiment's pipeline instead."""
+    if pipeline:
+        from seqc.cli.pipeline_view import place_pipeline
+
+        place_pipeline(spec, experiment, set_)
+        return
     from seqc.run.devices.place import place_experiment
 
     place_experiment(

@@ -242,6 +242,7 @@ def show(
         _show_graph(file, program, r, experiment, set_ or [], passes)
         return
     if sharding:
+        from seqc.cli.pipeline_view import show_pipeline
         from seqc.compiler.sharding import check_memory
         from seqc.compiler.sharding_report import sharding_report
 
@@ -249,6 +250,8 @@ def show(
             section, plan = sharding_report(program, r, task)
             print_section(section)
             check_memory(plan, r)  # after the table: the bytes that do not fit are on screen
+            if plan.pipeline is not None:
+                show_pipeline(plan, r, task)
         return
     if as_json:
         data = {
@@ -434,3 +437,4 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "lsp": lsp,
 }
 """The front end's commands by name, in `seqc --help` order."""
+

@@ -87,14 +87,18 @@ def _check_sharding(program: Program, resolved: ResolvedExperiment) -> None:
     from seqc.compiler.sharding import ShardingPlan, check_batches, device_memory
 
     task = resolved.tasks[0]
-    splits = any(mesh.get(axis, 1) > 1 for axis in ("fsdp", "model"))
+    splits = any(mesh.get(axis, 1) > 1 for axis in ("fsdp", "model", "stage"))
     rules = resolved.config["distribution"].get("shard")
     if splits or rules or device_memory(resolved) is not None:
         from seqc.compiler.compile import compile_task, data_symbols
+        from seqc.compiler.pipeline.plan import pipeline_for, wants_pipeline
         from seqc.compiler.sharding import plan_sharding
 
         if not data_symbols(resolved, task):
-            plan_sharding(compile_task(program, resolved, task).graph, resolved, task)
+            compiled = compile_task(program, resolved, task)
+            plan = plan_sharding(compiled.graph, resolved, task)
+            if wants_pipeline(resolved):
+                pipeline_for(compiled, resolved, task, plan.mesh)
     buckets = resolved.config[task]["input"].get("buckets")
     if buckets:  # else the pipeline's default batch size: the run checks it
         at = where(resolved, f"{task}.input.buckets", f"{task}.input")

@@ -28,6 +28,7 @@ def check_run(resolved: ResolvedExperiment, several: bool = False) -> None:
     """Everything of this module, in the order a run meets it. `several`: the run has several
     processes (known to `seqc train` only; `seqc check` asks about one)."""
     check_mesh_devices(resolved)
+    check_pipeline(resolved)
     check_async_placement(resolved)
     check_augment(resolved)
     if len(resolved.tasks) > 1:
@@ -121,6 +122,15 @@ def check_mesh_devices(resolved: ResolvedExperiment) -> None:
         f"run has (distribution.devices = {need} x ...)",
         notes=notes_at(resolved, at, ("distribution.devices", "the devices are listed here")),
     )
+
+
+def check_pipeline(resolved: ResolvedExperiment) -> None:
+    """A stage axis and a pipeline come together, on JAX, for one task, without a model axis
+    (`seqc.compiler.pipeline.plan`; what needs the model lowered is checked with it)."""
+    from seqc.compiler.pipeline.plan import check_pipeline_spec, pipeline_axes, wants_pipeline
+
+    if wants_pipeline(resolved):
+        check_pipeline_spec(resolved, *pipeline_axes(resolved))
 
 
 def check_async_placement(resolved: ResolvedExperiment) -> None:

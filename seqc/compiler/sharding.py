@@ -27,7 +27,7 @@ import fnmatch
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import DTYPE_BYTES, Graph
@@ -38,9 +38,13 @@ from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.ir import Span
 from seqc.spec.types import parse_size
 
-AXES = ("data", "fsdp", "model")
+if TYPE_CHECKING:
+    from seqc.compiler.pipeline.plan import PipelinePlan
+
+AXES = ("stage", "data", "fsdp", "model")
 """Mesh axes in the order the device array is laid out (the model axis innermost: its devices
-exchange the most, so they are neighbours)."""
+exchange the most, so they are neighbours; pipeline stages outermost: they exchange least,
+one micro-batch's activations at a time)."""
 BATCH_AXES = ("data", "fsdp")
 """The axes the batch's rows are split over."""
 
@@ -98,6 +102,8 @@ class ShardingPlan:
     params: dict[str, ParamShard] = field(default_factory=dict)
     span: Span | None = None
     """The spec line of `distribution.mesh`, for errors about the mesh."""
+    pipeline: PipelinePlan | None = None
+    """The stages of a mesh with a `stage` axis (`seqc.compiler.pipeline`); None without."""
 
     @property
     def devices(self) -> int:
@@ -231,6 +237,8 @@ def check_memory(plan: ShardingPlan, resolved: ResolvedExperiment) -> None:
     limit = device_memory(resolved)
     if plan.trivial or limit is None or plan.training_bytes(MOST_SLOTS) <= limit:
         return
+    if plan.mesh.get("stage", 1) > 1:  # each stage holds its own layers: checked per stage
+        return  # (`seqc.compiler.pipeline.plan.check_stage_memory`)
     slots = OptimizerConfig.of(resolved.config["train"]["optimizer"]).slots
     need = plan.training_bytes(slots)
     if need <= limit:

@@ -11,7 +11,9 @@ calls `check_memory` on the plan it comes with."""
 
 from __future__ import annotations
 
-from seqc.compiler.compile import compile_task
+from seqc.compiler.compile import CompiledTask, compile_task
+from seqc.compiler.pipeline.plan import pipeline_for, wants_pipeline
+from seqc.compiler.pipeline.stages import readers
 from seqc.compiler.run_checks import check_mesh_devices
 from seqc.compiler.sharding import ShardingPlan, device_memory, plan_sharding, show_bytes
 from seqc.compiler.tables import Section, Table
@@ -29,6 +31,9 @@ def sharding_report(
     check_mesh_devices(r)
     compiled = compile_task(program, r, task)
     plan = plan_sharding(compiled.graph, r, task, memory=False)
+    if wants_pipeline(r):
+        plan.pipeline = pipeline_for(compiled, r, task, plan.mesh, memory=False)
+        _staged_origins(plan, compiled)
     mesh = ", ".join(f"{a}: {n}" for a, n in plan.mesh.items())
     columns = ("param", "shape", "spec", "per device", "bytes/device", "from")
     table = Table(columns, right=frozenset({"bytes/device"}))
@@ -58,3 +63,16 @@ def sharding_report(
         )
     rest = f" on mesh {{{mesh}}}: {plan.devices} device(s)"
     return Section(f"{task}.model", rest, table=table, after=after), plan
+
+
+def _staged_origins(plan: ShardingPlan, compiled: CompiledTask) -> None:
+    """Under a pipeline, each param's row says which stage holds it (`shared`: several stages
+    read it, so every device holds it whole)."""
+    import dataclasses
+
+    assert plan.pipeline is not None
+    held_by = readers(plan.pipeline.split(compiled.training_graph), compiled.train_criterion)
+    for name, p in plan.params.items():
+        held = held_by.get(name, set())
+        where = f"stage {min(held)}" if len(held) == 1 else "shared"
+        plan.params[name] = dataclasses.replace(p, origin=f"{where}, {p.origin}")

@@ -68,6 +68,10 @@ class JaxBackend:
         if sharding is not None and not sharding.trivial:
             where = f"this run's {jax.process_count()} JAX process(es)"
             check_devices(sharding, jax.device_count(), where)
+        if sharding is not None and sharding.pipeline is not None:
+            from seqc.backends.jax.pipeline import PipelinedModel
+
+            return PipelinedModel(task, train, sharding)
         return JaxModel(task, train, sharding)
 
     def multitask_model(

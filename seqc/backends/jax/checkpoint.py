@@ -31,6 +31,7 @@ import orbax.checkpoint as ocp
 from seqc.backends import checksums, disk
 from seqc.backends.api import Weights
 from seqc.backends.jax.mesh import CollectiveFailed, any_process, barrier, lost_peer
+from seqc.backends.jax.staged import from_portable, portable
 from seqc.backends.weights import damaged, newest_readable, unreadable
 from seqc.spec.errors import no_checkpoint, no_step
 
@@ -73,6 +74,7 @@ class Checkpoints:
         return ocp.CheckpointManager(self.directory, options=options)
 
     def save(self, step: int, state: dict[str, Any]) -> None:
+        state = portable(state)  # a pipeline's params by name, as every other run's
         needed = _nbytes(state)
         short = disk.free_bytes(self.directory) < needed
         if any_process(short):  # every process refuses together: none waits in the save
@@ -133,7 +135,7 @@ class Checkpoints:
         if step not in self.manager.all_steps():
             raise no_checkpoint(self.directory / str(step))
         _check(self.directory, step)
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, portable(like, host=True))
         quiet = _Quiet().hold()  # a failed restore's reads fail as a failed save's writes do
         try:
             restored = self.manager.restore(step, args=ocp.args.StandardRestore(abstract))
@@ -141,7 +143,7 @@ class Checkpoints:
             quiet.keep()
             raise unreadable(self.directory / str(step), e, step) from e
         quiet.release()
-        return restored
+        return from_portable(like, restored)
 
     def _set_aside(self, step: int) -> None:
         """Move a damaged checkpoint out of the way: kept for inspection, and its step free

@@ -30,7 +30,7 @@ class Sharded:
 
     def __init__(self, plan: ShardingPlan, tx: optax.GradientTransformation) -> None:
         self.plan = plan
-        devices = np.asarray(jax.devices()).reshape(tuple(plan.mesh.values()))
+        devices = np.asarray(jax.devices()[: plan.devices]).reshape(tuple(plan.mesh.values()))
         self.mesh = Mesh(devices, plan.axes)
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.params = {

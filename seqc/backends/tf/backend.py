@@ -69,6 +69,15 @@ class TfBackend:
         sharding: ShardingPlan | None = None,
         jit_compile: bool = False,
     ) -> Model:
+        if sharding is not None and sharding.pipeline is not None:
+            raise DeviceError(
+                "pipeline parallelism is implemented on the JAX backend; on TF, spreading a "
+                "model over devices is placement",
+                span=sharding.pipeline.span,
+                code="pipeline-backend",
+                hint="train with --backend jax, or on TF use distribution.placement (m_etf, "
+                "m_sct, manual) with distribution.devices",
+            )
         mesh = sharding is not None and not sharding.trivial
         if self._ps is None and (self._workers is not None or mesh):
             from seqc.backends.tf.mirrored import mirrored_model  # synchronous data parallel

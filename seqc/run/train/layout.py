@@ -9,6 +9,7 @@ import math
 
 from seqc.backends.api import Backend, Cluster
 from seqc.compiler.placement.plan import Placement, place
+from seqc.compiler.pipeline.plan import check_batch_sizes, pipeline_for, wants_pipeline
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.report import Reporter
@@ -87,6 +88,9 @@ def plan_mesh(
     plan = plan_sharding(session.graph, resolved, session.task)
     sizes = [b.batch_size for b in session.pipeline.buckets]
     check_batches(plan, sizes, resolved.span(f"{session.task}.input.buckets"))
+    if wants_pipeline(resolved):
+        plan.pipeline = pipeline_for(session.compiled, resolved, session.task, plan.mesh)
+        check_batch_sizes(plan.pipeline, sizes, plan.batch_split)
     return plan
 
 

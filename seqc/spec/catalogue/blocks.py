@@ -192,18 +192,21 @@ block(
     ),
 )
 
-MESH_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "model")
-"""The mesh axes a distribution block may name: data parallel, parameter sharding (ZeRO-3 /
-FSDP) and tensor (model) parallel."""
+MESH_AXES: Final[tuple[str, ...]] = ("stage", "data", "fsdp", "model")
+"""The mesh axes a distribution block may name: pipeline stages, data parallel, parameter
+sharding (ZeRO-3 / FSDP) and tensor (model) parallel."""
+SHARD_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "model")
+"""The axes a sharding rule may split a param's dimension over (a stage holds whole layers)."""
 
 block(
     "distribution",
     "How training is spread over devices: the mesh, the devices and the layer placement.",
     param(
         "mesh",
-        map_of(STR, COUNT),
+        map_of(one_of(*MESH_AXES), COUNT),
         {"data": 1},
-        "Named mesh axes and their sizes; the product is the number of devices used.",
+        "Named mesh axes and their sizes; the product is the number of devices used. Axes: "
+        "stage (pipeline stages, with `pipeline`), data, fsdp, model.",
     ),
     param(
         "devices",
@@ -225,8 +228,21 @@ block(
         "Whether data-parallel replicas wait for each other's gradients every step.",
     ),
     param(
+        "pipeline",
+        kind("pipeline"),
+        "none",
+        "How micro-batches flow through the mesh's stage axis: none, or gpipe(microbatches = 8).",
+    ),
+    param(
+        "stages",
+        kind("stages"),
+        "auto",
+        "Where each pipeline stage begins: auto (the cost model's optimal split) or "
+        'manual(["blocks.2", "norm"]) (the layer each stage after the first begins at).',
+    ),
+    param(
         "shard",
-        map_of(STR, list_of(opt(one_of(*MESH_AXES)))),
+        map_of(STR, list_of(opt(one_of(*SHARD_AXES)))),
         {},
         "Sharding rules by param path (a glob) to one mesh axis or none per dimension, e.g. "
         '{"blocks.*.mlp.w1.w": [none, "model"]}; they override the defaults of the layer kinds.',

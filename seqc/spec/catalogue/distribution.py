@@ -40,6 +40,8 @@ REGISTRY.docs.update(
         "device": "Devices a distribution block spreads a model over.",
         "placement": "Algorithms that assign layers to devices, for a distribution block.",
         "export": "Serving formats for the formats list of an export block.",
+        "pipeline": "Pipeline schedules over a mesh's stage axis, for a distribution block.",
+        "stages": "How a pipeline's stages are chosen, for a distribution block.",
     }
 )
 
@@ -145,6 +147,42 @@ declare(
         range=between(0, 1, low_open=True, high_open=True),
     ),
     positional=(),
+)
+
+# --- pipelines ---------------------------------------------------------------------------------
+
+declare("pipeline", "none", "No pipeline: the mesh has no stage axis.")
+
+declare(
+    "pipeline",
+    "gpipe",
+    "GPipe (Huang et al., 2019): each batch split into micro-batches that flow through the "
+    "stages forward, then backward; gradients summed over them; one update per batch.",
+    param(
+        "microbatches",
+        INT,
+        4,
+        "Micro-batches per batch (on each slice of the batch axes); more shrink the bubble, "
+        "(S - 1) / (M + S - 1).",
+        range=POSITIVE,
+    ),
+    positional=("microbatches",),
+)
+
+declare(
+    "stages",
+    "auto",
+    "The optimal contiguous split of the model's layers by the cost model: the slowest "
+    "stage as fast as it can be, every stage within its device's memory.",
+)
+
+declare(
+    "stages",
+    "manual",
+    'Stages begin where listed: manual(["blocks.2", "norm"]) names the top-level layer (a '
+    "repeat's copy such as blocks.2) each stage after the first begins at.",
+    param("starts", list_of(STR), [], "The layer each stage after the first begins at."),
+    positional=("starts",),
 )
 
 # --- export formats ----------------------------------------------------------------------------
