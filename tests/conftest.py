@@ -117,7 +117,7 @@ TESTS = Path(__file__).resolve().parent
 
 FRAMEWORK_FREE = {
     "frontend": {"*"},
-    "compiler": {"placement_algorithms", "placement_graph", "typed_config"},
+    "compiler": {"pipeline_plan", "placement_algorithms", "placement_graph", "typed_config"},
     "data": {
         "augment",
         "data_bucketing",

@@ -172,3 +172,46 @@ def mt_pairs(folder: Path) -> None:
             word = "".join(rng.choice("abcdefgh") for _ in range(rng.randint(2, 6)))
             rows.append(f"{word}\t{word[::-1]}")
         (folder / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+PIPELINE_LM_SPEC = """seqc 1
+input tiny {
+  train = text("train.txt")
+  tokenizer = chars()
+  buckets = {12: 8}
+}
+layer Block(d: int, heads: int) {
+  norm1 = LayerNorm(d)
+  attn = SelfAttention(d, heads, causal = true, bias = false)
+  norm2 = LayerNorm(d)
+  mlp = FeedForward(d, 2 * d, activation = "gelu")
+  forward (x: float32[B, T, d]) -> float32[B, T, d] {
+    x = x + attn(norm1(x))
+    return x + mlp(norm2(x))
+  }
+}
+model LM(vocab: int, d: int = 16, heads: int = 2) {
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  blocks = repeat(4) Block(d, heads)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {
+    return out(norm(blocks(pos(embed(ids)))))
+  }
+}
+task lm {
+  input = tiny
+  model = LM(vocab = 20)
+}
+experiment tiny {
+  tasks = [lm]
+  train {
+    steps = 20
+    clip_norm = 0.5
+  }
+}
+"""
+"""The parity tests' LM (`parity_lm.SPEC`) four blocks deep, its vocabulary fixed (so `seqc check`
+lowers it without data) and its batches 8 rows: what the pipeline tests cut into stages
+(`tests/compiler/test_pipeline_plan.py`, `tests/processes/test_pipeline.py`)."""
