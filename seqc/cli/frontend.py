@@ -437,4 +437,3 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "lsp": lsp,
 }
 """The front end's commands by name, in `seqc --help` order."""
-

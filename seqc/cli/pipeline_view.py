@@ -23,18 +23,18 @@ def show_pipeline(plan: Any, r: Any, task: str) -> None:
 
 def place_pipeline(spec: Path, experiment: str | None, set_: list[str] | None) -> None:
     """`seqc place --pipeline`: the experiment's pipeline stages."""
-    from seqc.cli.frontend import _load
     from seqc.compiler.pipeline.plan import wants_pipeline
     from seqc.compiler.sharding_report import sharding_report
     from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
 
-    program = _load(spec)
+    program = load_program(spec)
     r = resolve(program, experiment, set_ or [])
     if not wants_pipeline(r):
         raise UsageError(
             f"experiment `{r.name}` has no pipeline: its mesh has no stage axis",
             code="no-pipeline",
-            hint='add `mesh = {stage: 2}` and `pipeline = gpipe(microbatches = 8)` to its '
+            hint="add `mesh = {stage: 2}` and `pipeline = gpipe(microbatches = 8)` to its "
             "distribution block (or --set them)",
         )
     for task in r.tasks:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from seqc.compiler.config import OptimizerConfig
 from seqc.compiler.graph import DTYPE_BYTES, Graph
 from seqc.compiler.origins import notes_at, where
+from seqc.compiler.tables import show_bytes
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.layers.instance import LayerInstance
 from seqc.spec.errors import CheckError, did_you_mean
@@ -256,15 +257,6 @@ def check_memory(plan: ShardingPlan, resolved: ResolvedExperiment) -> None:
         "list devices with more memory, or shrink the model",
         notes=notes_at(resolved, at, ("distribution.mesh", "the mesh is set here")),
     )
-
-
-def show_bytes(n: float) -> str:
-    """`512 B`, `1.50 MiB`: a size as the sharding messages and `seqc show --sharding` print it."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
 
 
 def _check_divides(

@@ -29,3 +29,12 @@ class Section:
     lines: list[str] = field(default_factory=list)
     table: Table | None = None
     after: list[str] = field(default_factory=list)
+
+
+def show_bytes(n: float) -> str:
+    """`512 B`, `1.50 MiB`: a size as the sharding messages and `seqc show --sharding` print it."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"

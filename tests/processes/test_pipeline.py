@@ -78,18 +78,19 @@ for mesh, m in (("{data: 1}", 0), ("{stage: 2}", 4), ("{stage: 4}", 2), ("{stage
         held = {
             "global": list(packed.shape),
             "shard": list(packed.addressable_shards[0].data.shape),
-            "rows": sorted({s.index[0].indices(packed.shape[0])[:2] for s in packed.addressable_shards}),
+            "rows": sorted({x.index[0].indices(len(packed))[:2] for x in packed.global_shards}),
             "stages": [list(s.units) for s in plan.pipeline.stages],
             "shared": list(state["params"].layout.shared),
         }
     out[mesh] = {"losses": losses, "grads": grads, "held": held}
 
 # a pipelined run, and a copy resumed from its checkpoint at 3 on four stages instead of two
-base = [str(spec), "-e", "tiny", "--no-progress", "--no-dev-eval", "--cache-dir", str(folder / "cache")]
+base = [str(spec), "-e", "tiny", "--no-progress", "--no-dev-eval"]
+base += ["--cache-dir", str(folder / "cache"), "--set", "train.steps=6"]
 def train(run, mesh, m, *extra):
-    args = ["train", *base, "--run-dir", str(folder / run), "--set", f"distribution.mesh={mesh}",
-            "--set", f"distribution.pipeline=gpipe({m})", "--set", "train.checkpoint_every=3", "--set", "train.steps=6", *extra]
-    result = CliRunner().invoke(app, args)
+    args = ["train", *base, "--run-dir", str(folder / run), "--set", f"distribution.mesh={mesh}"]
+    args += ["--set", f"distribution.pipeline=gpipe({m})", "--set", "train.checkpoint_every=3"]
+    result = CliRunner().invoke(app, [*args, *extra])
     return {"code": result.exit_code, "output": result.output[-3000:]}
 runs = {"straight": train("a", "{stage: 2, data: 2}", 2)}
 shutil.copytree(folder / "a", folder / "b")

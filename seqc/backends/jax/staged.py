@@ -68,7 +68,7 @@ class Layout:
             (k,) = owner
             slots.append(Slot(name, k, used[k], tuple(shapes[name])))
             used[k] += slots[-1].size
-        width = max(used + [1])
+        width = max([*used, 1])
         width = -(-width // multiple) * multiple
         return Layout(tuple(slots), tuple(shared), stages, width)
 
@@ -155,7 +155,9 @@ def from_portable(like: Any, tree: Any) -> Any:
             return jax.device_put(value, sharding) if sharding is not None else value
         buf, shared = proto.layout.pack({k: np.asarray(v) for k, v in value.items()})
         packed = jax.device_put(buf, proto.packed.sharding)
-        shared = {k: jax.device_put(np.asarray(v), proto.shared[k].sharding) for k, v in shared.items()}
+        shared = {
+            k: jax.device_put(np.asarray(v), proto.shared[k].sharding) for k, v in shared.items()
+        }
         return StagedParams(packed, shared, proto.layout)
 
     return jax.tree.map(back, like, tree, is_leaf=_is_staged)

@@ -11,6 +11,7 @@ Ties go to the split that keeps the most even memory, then the earliest cuts (de
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -59,4 +60,4 @@ def best_split(
 def stage_sums(values: Sequence[float], cuts: Sequence[int]) -> list[float]:
     """The sum of `values` over each stage of the split at `cuts`."""
     bounds = [0, *cuts, len(values)]
-    return [sum(values[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [sum(values[a:b]) for a, b in itertools.pairwise(bounds)]

@@ -21,6 +21,7 @@ a stage axis, a multi-task model, and the TF backend (whose path across devices 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from seqc.compiler.pipeline.partition import best_split, stage_sums
 from seqc.compiler.pipeline.stages import Stage, split
 from seqc.compiler.pipeline.units import Unit, units_of
 from seqc.compiler.placement.problem import UNLIMITED
+from seqc.compiler.tables import show_bytes
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.spec.errors import CheckError, did_you_mean
 from seqc.spec.ir import Span
@@ -148,8 +150,7 @@ def plan_pipeline(
     if stages > len(units):
         raise CheckError(
             f"a pipeline of {stages} stages needs at least {stages} units of layers to fill "
-            f"them; the model of `{task}` has {len(units)}: "
-            + ", ".join(u.path for u in units),
+            f"them; the model of `{task}` has {len(units)}: " + ", ".join(u.path for u in units),
             span=where(resolved, "distribution.mesh"),
             code="pipeline-stages",
             expected=f"at most {len(units)} stages",
@@ -196,7 +197,7 @@ def _costs(
             int(b[k]),
             int(m[k]),
         )
-        for k, (lo, hi) in enumerate(zip(bounds, bounds[1:], strict=False))
+        for k, (lo, hi) in enumerate(itertools.pairwise(bounds))
     ]
 
 
@@ -221,8 +222,11 @@ def check_pipeline_spec(resolved: ResolvedExperiment, stages: int, pipeline: Any
             found="{" + ", ".join(f"{a}: {n}" for a, n in mesh.items()) + "}",
             hint="add a stage axis to the mesh (e.g. mesh = {stage: 2, data: 1}), or set "
             "pipeline = none",
-            notes=notes_at(resolved, where(resolved, "distribution.pipeline"),
-                           ("distribution.mesh", "the mesh is set here")),
+            notes=notes_at(
+                resolved,
+                where(resolved, "distribution.pipeline"),
+                ("distribution.mesh", "the mesh is set here"),
+            ),
         )
     if int(mesh.get("model", 1)) > 1:
         raise CheckError(
@@ -246,7 +250,7 @@ def check_pipeline_spec(resolved: ResolvedExperiment, stages: int, pipeline: Any
             "over devices is placement",
             span=where(resolved, "distribution.pipeline", "distribution.mesh"),
             code="pipeline-backend",
-            hint="train with backend = \"jax\", or on TF use distribution.placement "
+            hint='train with backend = "jax", or on TF use distribution.placement '
             "(m_etf, m_sct, manual) with distribution.devices",
         )
 
@@ -312,8 +316,6 @@ def manual_cuts(
 
 def check_stage_memory(plan: PipelinePlan, limit: int, resolved: ResolvedExperiment) -> None:
     """A stage that needs more than its device has is refused, with both numbers."""
-    from seqc.compiler.sharding import show_bytes
-
     worst = max(plan.stages, key=lambda s: s.memory_bytes)
     if worst.memory_bytes <= limit:
         return
@@ -326,13 +328,16 @@ def check_stage_memory(plan: PipelinePlan, limit: int, resolved: ResolvedExperim
         expected=f"at most {show_bytes(limit)} per stage",
         found=f"{show_bytes(worst.memory_bytes)} (params, gradients, optimizer state and the "
         f"activations of {plan.microbatches} micro-batches)",
-        hint="use more stages, an fsdp axis, fewer rows per batch, or devices "
-        "with more memory",
+        hint="use more stages, an fsdp axis, fewer rows per batch, or devices with more memory",
     )
 
 
 def pipeline_for(
-    compiled: Any, resolved: ResolvedExperiment, task: str, mesh: dict[str, int], *,
+    compiled: Any,
+    resolved: ResolvedExperiment,
+    task: str,
+    mesh: dict[str, int],
+    *,
     memory: bool = True,
 ) -> PipelinePlan:
     """`plan_pipeline` of a compiled task's training graph, at the experiment's batch sizes

@@ -5,12 +5,10 @@ implies. Plain data (`seqc.compiler.tables.Section`); the command line lays it o
 from __future__ import annotations
 
 from seqc.compiler.pipeline.plan import PipelinePlan
-from seqc.compiler.tables import Section, Table
+from seqc.compiler.tables import Section, Table, show_bytes
 
 
 def pipeline_report(plan: PipelinePlan, task: str, mesh: dict[str, int]) -> Section:
-    from seqc.compiler.sharding import show_bytes
-
     columns = ("stage", "layers", "ms / micro-batch", "params/device", "memory/device")
     table = Table(columns, right=frozenset(columns[2:]))
     for s in plan.stages:

@@ -14,6 +14,7 @@ lowering, cut, never a second one.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from seqc.compiler.graph import Graph, Op, TensorType
@@ -45,7 +46,7 @@ def split(graph: Graph, starts: list[int]) -> list[Stage]:
     """The graph cut before each op id of `starts` (increasing, each > 0)."""
     bounds = [0, *starts, len(graph.ops)]
     stage_of = [0] * len(graph.ops)
-    for k, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
         for i in range(a, b):
             stage_of[i] = k
     count = len(bounds) - 1
@@ -56,11 +57,7 @@ def split(graph: Graph, starts: list[int]) -> list[Stage]:
     for v in graph.outputs:
         last_read[v] = count  # read by the caller, after the last stage
     live = [
-        [
-            v
-            for v in range(bounds[k])
-            if graph.ops[v].kind not in LEAF_KINDS and last_read[v] >= k
-        ]
+        [v for v in range(bounds[k]) if graph.ops[v].kind not in LEAF_KINDS and last_read[v] >= k]
         for k in range(count + 1)
     ]
     stages = []

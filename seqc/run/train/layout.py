@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 
 from seqc.backends.api import Backend, Cluster
-from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.pipeline.plan import check_batch_sizes, pipeline_for, wants_pipeline
+from seqc.compiler.placement.plan import Placement, place
 from seqc.compiler.sharding import ShardingPlan, check_batches, mesh_of, plan_sharding
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.run.report import Reporter
