@@ -49,6 +49,14 @@ def run_info(
             "rows": _local_rows(first, next(iter(units.values())).model),
         },
     }
+    if sharding is not None and sharding.pipeline is not None:
+        plan = sharding.pipeline
+        info["pipeline"] = {
+            "schedule": plan.schedule,
+            "microbatches": plan.microbatches,
+            "stages": [list(s.units) for s in plan.stages],
+            "bubble": plan.bubble,
+        }
     if isinstance(steps, MultiTaskSteps):
         mix = steps.mix
         info["task"] = None
