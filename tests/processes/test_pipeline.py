@@ -1,7 +1,7 @@
 """GPipe on the JAX mesh (`seqc.backends.jax.pipeline`), on four forced CPU devices: losses and
-gradients equal the one-device step's for {stage: 2}, {stage: 4}, {stage: 2, data: 2} and
-{stage: 2, fsdp: 2}; each device holds only its stage's params; a pipelined run checkpoints,
-and its checkpoint resumes exactly on another stage count.
+gradients equal the one-device step's for {stage: 2}, {stage: 4}, {stage: 2, data: 2},
+{stage: 2, fsdp: 2} and {stage: 2} with rematerialisation; each device holds only its stage's
+params; a pipelined run checkpoints, and its checkpoint resumes exactly on another stage count.
 
 Several CPU devices need `--xla_force_host_platform_device_count` before JAX starts, so the
 work happens in one child process (`CHILD`)."""
@@ -52,13 +52,15 @@ for _ in range(3):
     data.append(Batch({"inputs": seq[:, :-1], "targets": seq[:, 1:], "mask": seq[:, 1:] > 2}))
 noise = lambda model: Noise(jax.random.PRNGKey(3), model._keeps)
 out = {}
-for mesh, m in (("{data: 1}", 0), ("{stage: 2}", 4), ("{stage: 4}", 2), ("{stage: 2, data: 2}", 2),
-                ("{stage: 2, fsdp: 2}", 2)):
+for mesh, m in (("{data: 1}", "0"), ("{stage: 2}", "4"), ("{stage: 4}", "2"),
+                ("{stage: 2, data: 2}", "2"), ("{stage: 2, fsdp: 2}", "2"),
+                ("{stage: 2} remat", "4, remat = true")):
     program = load_program(spec)
-    sets = [f"distribution.mesh={mesh}"] + ([f"distribution.pipeline=gpipe({m})"] if m else [])
+    sets = [f"distribution.mesh={mesh.removesuffix(' remat')}"]
+    sets += [f"distribution.pipeline=gpipe({m})"] if m != "0" else []
     r = resolve(program, "tiny", sets)
     task = compile_task(program, r, "lm")
-    if m:
+    if m != "0":
         plan = plan_sharding(task.graph, r, "lm")
         plan.pipeline = pipeline_for(task, r, "lm", plan.mesh)
         model = PipelinedModel(task, task.train, plan)
@@ -73,7 +75,7 @@ for mesh, m in (("{data: 1}", 0), ("{stage: 2}", 4), ("{stage: 4}", 2), ("{stage
         state, metrics = model.train_step(state, batch, rate(step))
         losses.append(float(metrics["loss"]))
     held = None
-    if m:
+    if m != "0":
         packed = state["params"].packed
         held = {
             "global": list(packed.shape),

@@ -148,7 +148,9 @@ class PipelinedModel(JaxModel):
     ) -> list[Any]:
         stage = self.stages[k]
         inputs = self.task.inputs(feeds) | {carry_name(v): carry[v] for v in stage.carry_in}
-        ctx = Ctx(rng=rng.key, training=True, compute_dtype=self.compute_dtype)
+        # each stage its own stream: a stage's dropouts count from 1, as every stage's do
+        key = jax.random.fold_in(rng.key, k)
+        ctx = Ctx(rng=key, training=True, compute_dtype=self.compute_dtype)
         ctx.keeps, ctx.rates = rng.keeps, self.dropout_rates
         return run_graph(stage.graph, params, inputs, ctx)
 
@@ -221,6 +223,8 @@ class PipelinedModel(JaxModel):
                 return run
 
             branches = [branch(k) for k in range(n)]
+            if self.plan.remat:  # keep a stage's inputs; its forward runs again in backward
+                branches = [jax.checkpoint(b) for b in branches]
 
             def tick(carry: dict, t: Any) -> tuple[dict, jax.Array]:
                 i = t - s

@@ -70,6 +70,8 @@ class PipelinePlan:
     span: Span | None = None
     """The spec line of `distribution.pipeline`."""
     units: list[Unit] = field(default_factory=list)
+    remat: bool = False
+    """Each stage's forward recomputed in its backward pass (`gpipe(remat = true)`)."""
 
     @property
     def count(self) -> int:
@@ -158,9 +160,17 @@ def plan_pipeline(
             hint="lower the mesh's stage axis, or give the model more layers (a deeper repeat)",
         )
     speed = flops or DEFAULT_FLOPS
-    times = [u.flops * (1 + BACKWARD_FACTOR) / speed for u in units]
+    remat = bool(pipeline.args["remat"])
+    # with remat a unit's forward runs twice; what is kept per micro-batch is at most each
+    # unit's output (a stage keeps only its inputs: this bounds it from above), plus one
+    # micro-batch's activations while its backward runs
+    factor = 1 + BACKWARD_FACTOR + (1 if remat else 0)
+    times = [u.flops * factor / speed for u in units]
     fsdp = mesh.get("fsdp", 1)
-    mem = [u.param_bytes * (2 + slots) / fsdp + u.activation_bytes * m for u in units]
+    kept = [
+        u.out_bytes * m + u.activation_bytes if remat else u.activation_bytes * m for u in units
+    ]
+    mem = [u.param_bytes * (2 + slots) / fsdp + k for u, k in zip(units, kept, strict=True)]
     limit = float(memory_limit) if memory and memory_limit is not None else math.inf
     chosen = resolved.config["distribution"]["stages"]
     if chosen.kind == "manual":
@@ -169,7 +179,7 @@ def plan_pipeline(
         found = best_split(times, mem, stages, limit)
         cuts = found if found is not None else best_split(times, mem, stages) or []
     plan = PipelinePlan(
-        "gpipe", m, _costs(units, cuts, times, mem, slots, fsdp), memory_limit, at, units
+        "gpipe", m, _costs(units, cuts, times, mem, slots, fsdp), memory_limit, at, units, remat
     )
     if memory and memory_limit is not None:
         check_stage_memory(plan, memory_limit, resolved)
@@ -326,9 +336,10 @@ def check_stage_memory(plan: PipelinePlan, limit: int, resolved: ResolvedExperim
         span=at,
         code="stage-memory",
         expected=f"at most {show_bytes(limit)} per stage",
-        found=f"{show_bytes(worst.memory_bytes)} (params, gradients, optimizer state and the "
-        f"activations of {plan.microbatches} micro-batches)",
-        hint="use more stages, an fsdp axis, fewer rows per batch, or devices with more memory",
+        found=f"{show_bytes(worst.memory_bytes)} (params, gradients, optimizer state and what "
+        f"its {plan.microbatches} micro-batches keep for the backward pass)",
+        hint="use more stages, an fsdp axis, gpipe(remat = true), fewer rows per batch, or "
+        "devices with more memory",
     )
 
 

@@ -36,6 +36,8 @@ class Unit:
     param_bytes: int
     activation_bytes: int
     """Bytes of the outputs of its ops that compute (kept for the backward pass)."""
+    out_bytes: int = 0
+    """Bytes of its last op's output: what it hands the next unit (a residual stream)."""
 
 
 def unit_path(layer: str) -> str:
@@ -78,5 +80,7 @@ def units_of(graph: Graph, dims: dict[str, int]) -> list[Unit]:
             flops += op_flops(op, graph, dims)
             if op.kind not in FREE_KINDS:
                 acts += size(op.type.shape, dims) * DTYPE_BYTES.get(op.type.dtype, 4)
-        units.append(Unit(key or "(model)", start, stop, flops, params, acts))
+        last = graph.ops[stop - 1].type
+        out = size(last.shape, dims) * DTYPE_BYTES.get(last.dtype, 4)
+        units.append(Unit(key or "(model)", start, stop, flops, params, acts, out))
     return units

@@ -166,6 +166,13 @@ declare(
         "(S - 1) / (M + S - 1).",
         range=POSITIVE,
     ),
+    param(
+        "remat",
+        BOOL,
+        False,
+        "Keep only each stage's inputs per micro-batch and recompute its forward in the "
+        "backward pass (less memory, about a third more compute).",
+    ),
     positional=("microbatches",),
 )
 
