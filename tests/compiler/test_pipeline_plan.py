@@ -174,7 +174,7 @@ def test_a_stage_that_fits_where_the_whole_model_would_not(tmp_path: Path) -> No
     """The per-stage check, not the whole model's, decides under a pipeline."""
     spec = tmp_path / "lm.seq"
     spec.write_text(PIPELINE_LM_SPEC)
-    mem = 'distribution.devices=4 x cpu(memory = "260KiB")'
+    mem = 'distribution.devices=4 x cpu(memory = "180KiB")'
     base = ["check", str(spec), "-e", "tiny", "--set", mem]
     one = CliRunner().invoke(app, [*base, "--set", "distribution.mesh={fsdp: 1}"])
     assert one.exit_code == 0, one.output  # one device is not planned over a mesh

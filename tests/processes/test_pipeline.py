@@ -1,7 +1,8 @@
 """GPipe on the JAX mesh (`seqc.backends.jax.pipeline`), on four forced CPU devices: losses and
 gradients equal the one-device step's for {stage: 2}, {stage: 4}, {stage: 2, data: 2},
-{stage: 2, fsdp: 2} and {stage: 2} with rematerialisation; each device holds only its stage's
-params; a pipelined run checkpoints, and its checkpoint resumes exactly on another stage count.
+{stage: 2, fsdp: 2} (each stage rematerialised, the default) and {stage: 2} without; each
+device holds only its stage's params; a pipelined run checkpoints, and its checkpoint resumes
+exactly on another stage count.
 
 Several CPU devices need `--xla_force_host_platform_device_count` before JAX starts, so the
 work happens in one child process (`CHILD`)."""
@@ -54,9 +55,9 @@ noise = lambda model: Noise(jax.random.PRNGKey(3), model._keeps)
 out = {}
 for mesh, m in (("{data: 1}", "0"), ("{stage: 2}", "4"), ("{stage: 4}", "2"),
                 ("{stage: 2, data: 2}", "2"), ("{stage: 2, fsdp: 2}", "2"),
-                ("{stage: 2} remat", "4, remat = true")):
+                ("{stage: 2} no remat", "4, remat = false")):
     program = load_program(spec)
-    sets = [f"distribution.mesh={mesh.removesuffix(' remat')}"]
+    sets = [f"distribution.mesh={mesh.removesuffix(' no remat')}"]
     sets += [f"distribution.pipeline=gpipe({m})"] if m != "0" else []
     r = resolve(program, "tiny", sets)
     task = compile_task(program, r, "lm")

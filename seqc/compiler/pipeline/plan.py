@@ -70,7 +70,7 @@ class PipelinePlan:
     span: Span | None = None
     """The spec line of `distribution.pipeline`."""
     units: list[Unit] = field(default_factory=list)
-    remat: bool = False
+    remat: bool = True
     """Each stage's forward recomputed in its backward pass (`gpipe(remat = true)`)."""
 
     @property
@@ -161,14 +161,17 @@ def plan_pipeline(
         )
     speed = flops or DEFAULT_FLOPS
     remat = bool(pipeline.args["remat"])
-    # with remat a unit's forward runs twice; what is kept per micro-batch is at most each
-    # unit's output (a stage keeps only its inputs: this bounds it from above), plus one
-    # micro-batch's activations while its backward runs
+    # the step's scan keeps what each of its M + S - 1 ticks needs for the backward pass (a
+    # bubble's tick too): with remat, each unit's output (a stage keeps only its inputs, so
+    # this bounds it from above) and one micro-batch's activations while its forward runs
+    # again; without, every tick's activations
+    ticks = m + stages - 1
     factor = 1 + BACKWARD_FACTOR + (1 if remat else 0)
     times = [u.flops * factor / speed for u in units]
     fsdp = mesh.get("fsdp", 1)
     kept = [
-        u.out_bytes * m + u.activation_bytes if remat else u.activation_bytes * m for u in units
+        u.out_bytes * ticks + u.activation_bytes if remat else u.activation_bytes * ticks
+        for u in units
     ]
     mem = [u.param_bytes * (2 + slots) / fsdp + k for u, k in zip(units, kept, strict=True)]
     limit = float(memory_limit) if memory and memory_limit is not None else math.inf
@@ -338,8 +341,8 @@ def check_stage_memory(plan: PipelinePlan, limit: int, resolved: ResolvedExperim
         expected=f"at most {show_bytes(limit)} per stage",
         found=f"{show_bytes(worst.memory_bytes)} (params, gradients, optimizer state and what "
         f"its {plan.microbatches} micro-batches keep for the backward pass)",
-        hint="use more stages, an fsdp axis, gpipe(remat = true), fewer rows per batch, or "
-        "devices with more memory",
+        hint="use more stages, an fsdp axis, fewer rows per batch, or devices with more memory "
+        "(and keep gpipe's remat = true)",
     )
 
 
