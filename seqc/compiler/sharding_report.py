@@ -56,6 +56,11 @@ def sharding_report(
     if limit is not None:
         line += f", against {show_bytes(limit)} of device memory ({kept / limit:.1%})"
     after = [line]
+    if plan.pipeline is not None:  # the figures above count every stage's params
+        after = [
+            f"params: {show_bytes(whole)} in all; under the pipeline each device holds its "
+            "stage's (the table's `stage k`) and the shared ones: the stages' figures follow"
+        ]
     if limit is not None and kept > limit and plan.trivial:
         after.append(
             f"warning: {show_bytes(kept)} do not fit the {show_bytes(limit)} of one device; a "
