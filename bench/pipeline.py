@@ -8,28 +8,24 @@ path (`compile_task`, `pipeline_for`, `PipelinedModel`) with the parity-test LM
 (`tests/support/parity_lm.py`, its blocks repeated), on `--xla_force_host_platform_device_count`
 CPU devices, for S in {2, 4} and M in {4, 8, 16}.
 
-The bubble is measured as wasted work, not as speed. In seqc's step a stage with no
-micro-batch at a tick still computes (on zeros; the result is dropped), so the bubble costs
-compute. The process is pinned to one core (`--core`; -1 leaves it free) with one intra-op
-thread, so the devices' work runs in turn and a step's time follows the work it does: the
-pipelined step does (M + S - 1) x S stage-ticks where one device does the M x S useful ones.
-Unpinned, the forced devices would run side by side on this machine's cores and the ratio
-would mix overlap with waste. Two references for the useful work:
-
-    bubble    = 1 - T_1dev / T_gpipe               (one device, the whole batch in one step)
-    bubble/mb = 1 - M x T_1dev(B/M rows) / T_gpipe (one device, M steps of a micro-batch each)
-
-against theory (S - 1) / (M + S - 1) (`PipelinePlan.bubble`). The first is the same model on
-the same global batch; but on a CPU a step on 64 rows costs more per row than one on 8 (the
-activations leave the caches), which pulls it below theory. The second runs the very matmul
-shapes of the pipeline, and pays M optimizer updates where the pipeline pays one (small here),
-which pulls it slightly down too. Each tick's own overhead (the switch on the stage, the sends,
-the zeros) pushes both up, and so does a stage that finishes its tick early: measured, an
-unbalanced split costs more than its sum of work (the forced devices wait on each other at
-every tick's send), so the figures are a schedule's cost on this machine, not a prediction of
-an accelerator's. Each time is the median over `--rounds` rounds of `--steps` steps, after a
-warm-up step that compiles; the rounds take the models in turn, so the load of the machine
-weighs on all of them alike. The batch is placed on the devices before timing.
+The bubble is measured from the pipelined step alone. In seqc's step a stage with no
+micro-batch at a tick still computes (on zeros; the result is dropped), so a step of M
+micro-batches on S stages takes a + b (M + S - 1): M + S - 1 ticks of b each, and a for what a
+step does besides (the optimizer's update, putting the batch). The micro-batch is held at
+`--micro-rows` rows and M varied over {4, 8, 16} (the batch grows with M), so the tick stays the
+same program; a least-squares line through the median step times gives b and a, and the bubble
+is (S - 1) b / T(M), the time spent in ticks that carry no micro-batch, against theory
+(S - 1) / (M + S - 1) (`PipelinePlan.bubble`), which takes a as 0. Beside it, the one-device
+step on the same rows. The process is pinned to one core (`--core`; -1 leaves it free) with one
+intra-op thread, so the forced devices' work runs in turn and a tick costs the sum of the
+stages' work (a step's time is work, not overlap): the figures show the schedule, not speed.
+Why not compare with one device's step alone: on this CPU a step's cost per row changes with the
+batch and with what it keeps for the backward pass (GPipe's rematerialisation keeps little, one
+device's step keeps everything), which moved that ratio below theory and even below zero in
+trials, where the slope holds the tick's program fixed. Each time is the median over `--rounds`
+rounds of `--steps` steps, after a warm-up step that compiles; the rounds take the models in
+turn, so the machine's load weighs on all of them alike. The batch is placed on the devices
+before timing.
 
 Memory: a wider LM (d 256, 8 blocks, 64 x 32 tokens, 8 micro-batches) on
 `distribution.devices = 4 x cpu(memory = "56MiB")`, with GPipe's rematerialisation (seqc's
@@ -43,10 +39,10 @@ for every device, its buffers sized for the largest stage: its figure is each de
 largest stage's. The `XLA/plan` column says how far the estimate is from XLA's figure.
 
 Run `python bench/pipeline.py [--quick]` (about 6 minutes on 2 busy cores; `--quick`, a
-smaller LM and M = 8 only, under 2). The last lines are `name: value` pairs:
-`pipeline_bubble_measured` (the first reference), `pipeline_bubble_theory` and
-`pipeline_bubble_measured_vs_microbatch_steps` (S = 4, M = 8), `pipeline_stage_memory_mib`
-(largest stage, XLA), `single_device_memory_mib` (XLA) and the plan's two estimates.
+smaller LM and M = 4 and 8, under 2). The last lines are `name: value` pairs:
+`pipeline_bubble_measured`, `pipeline_bubble_theory` and `pipeline_step_vs_single_device`
+(S = 4, M = 8), `pipeline_stage_memory_mib` (largest stage, XLA), `single_device_memory_mib`
+(XLA) and the plan's two estimates.
 """
 
 from __future__ import annotations
@@ -192,15 +188,16 @@ class Timer:
 
 def bubble(args: argparse.Namespace, folder: Path) -> dict[str, float]:
     """The table of step times and bubbles; the figures of S = 4, M = 8."""
+    import numpy as np
+
     spec = _spec(folder, args.blocks)
-    batch = lm_batch(args.batch, args.length)
-    timers: dict[tuple[int, int], Timer] = {}  # (S, M): gpipe; (1, M): one device, B/M rows
-    for m in sorted({1, *args.microbatches}):
-        built = build(spec, args.d, lm_batch(args.batch // m, args.length), 1, 1)
-        timers[1, m] = Timer(built)
-        print(f"built 1 device, {args.batch // m} rows: {timers[1, m].compile_s:.1f} s", flush=True)
-    for s in args.stages:
-        for m in args.microbatches:
+    rows = args.micro_rows
+    timers: dict[tuple[int, int], Timer] = {}  # (S, M): gpipe, M x rows; (1, M): one device
+    for m in args.microbatches:
+        batch = lm_batch(rows * m, args.length)
+        timers[1, m] = Timer(build(spec, args.d, batch, 1, 1))
+        print(f"built 1 device, {rows * m} rows: {timers[1, m].compile_s:.1f} s", flush=True)
+        for s in args.stages:
             timers[s, m] = Timer(build(spec, args.d, batch, s, m))
             print(f"built gpipe S={s} M={m}: {timers[s, m].compile_s:.1f} s", flush=True)
     every = list(timers.values())
@@ -209,36 +206,44 @@ def bubble(args: argparse.Namespace, folder: Path) -> dict[str, float]:
             t.timed(args.steps)
         print(f"round {r + 1}/{args.rounds} done", flush=True)
 
-    single = timers[1, 1].median
+    # T(M) = a + b (M + S - 1): a tick's time b from the slope over M, the step's own cost a
+    fits = {}
+    for s in args.stages:
+        ms = list(args.microbatches)
+        ticks = np.asarray([m + s - 1 for m in ms], float)
+        times = np.asarray([timers[s, m].median for m in ms])
+        b, a = np.polyfit(ticks, times, 1) if len(ms) > 1 else (times[0] / ticks[0], 0.0)
+        fits[s] = (float(a), float(b))
     pinned = f"pinned to core {args.core}, one thread" if args.core >= 0 else "not pinned"
     print(
-        f"\nbubble: LM d={args.d}, {args.blocks} blocks, batch {args.batch} x {args.length}, "
-        f"{pinned}; median step times (ms)"
+        f"\nbubble: LM d={args.d}, {args.blocks} blocks, micro-batches of {rows} x "
+        f"{args.length}, {pinned}; median step times (ms)"
     )
     print(
-        f"{'S':>2} {'M':>3} {'rows/mb':>7} {'1dev':>7} {'M x 1dev/M':>11} {'gpipe':>7} "
-        f"{'bubble':>7} {'bubble/mb':>10} {'theory':>7}"
+        f"{'S':>2} {'M':>3} {'rows':>5} {'1dev':>8} {'gpipe':>8} {'gpipe/1dev':>10} "
+        f"{'tick':>7} {'fixed':>7} {'bubble':>7} {'theory':>7}"
     )
     figures: dict[str, float] = {}
-    for (s, m), t in timers.items():
-        if s == 1:
-            continue
-        micro = m * timers[1, m].median
-        measured, against_micro = 1 - single / t.median, 1 - micro / t.median
-        theory = t.built.plan.bubble
-        print(
-            f"{s:2d} {m:3d} {args.batch // m:7d} {1000 * single:7.1f} {1000 * micro:11.1f} "
-            f"{1000 * t.median:7.1f} {measured:7.3f} {against_micro:10.3f} {theory:7.3f}"
-        )
-        if (s, m) == (4, 8):
-            figures = {
-                "pipeline_bubble_measured": measured,
-                "pipeline_bubble_theory": theory,
-                "pipeline_bubble_measured_vs_microbatch_steps": against_micro,
-            }
+    for s in args.stages:
+        a, b = fits[s]
+        for m in args.microbatches:
+            t, one = timers[s, m].median, timers[1, m].median
+            measured = (s - 1) * b / t
+            theory = timers[s, m].built.plan.bubble
+            print(
+                f"{s:2d} {m:3d} {rows * m:5d} {1000 * one:8.1f} {1000 * t:8.1f} {t / one:10.2f} "
+                f"{1000 * b:7.1f} {1000 * a:7.1f} {measured:7.3f} {theory:7.3f}"
+            )
+            if (s, m) == (4, 8):
+                figures = {
+                    "pipeline_bubble_measured": measured,
+                    "pipeline_bubble_theory": theory,
+                    "pipeline_step_vs_single_device": t / one,
+                }
     print(
-        "bubble = 1 - 1dev / gpipe (the whole batch in one step on one device); bubble/mb = "
-        "1 - (M x 1dev/M) / gpipe (M one-device steps of B/M rows: the same matmul shapes)"
+        "tick: the slope of gpipe's step time over its M + S - 1 ticks (least squares over M); "
+        "fixed: the intercept (what a step costs besides its ticks); bubble = (S - 1) x tick / "
+        "step, the time of the ticks that carry no micro-batch"
     )
     spread = max(statistics.quantiles(t.times, n=4)[2] / t.median - 1 for t in every)
     print(f"(noise: the largest upper quartile of a model's steps is {spread:.0%} over its median)")
@@ -331,10 +336,10 @@ def memory(folder: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smaller model, M = 8 only")
+    parser.add_argument("--quick", action="store_true", help="a smaller model, M = 4 and 8")
     parser.add_argument("--d", type=int, default=128)
     parser.add_argument("--blocks", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=64, help="rows (divisible by 16)")
+    parser.add_argument("--micro-rows", type=int, default=8, help="rows of a micro-batch")
     parser.add_argument("--length", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per model per round")
@@ -343,8 +348,8 @@ def main() -> None:
     args = parser.parse_args()
     args.stages, args.microbatches = (2, 4), (4, 8, 16)
     if args.quick:
-        args.d, args.blocks, args.batch, args.rounds = 64, 4, 32, 3
-        args.microbatches = (8,)
+        args.d, args.blocks, args.rounds = 64, 4, 3
+        args.microbatches = (4, 8)
     if args.core >= 0:
         os.sched_setaffinity(0, {args.core})
     flags = f"--xla_force_host_platform_device_count={DEVICES}"
