@@ -64,7 +64,7 @@ def test_what_an_override_changes() -> None:
 def test_no_difference_says_so_and_exits_0() -> None:
     code, lines = diff(f"{LM}:lm.shakespeare.quick", LM, "-e", "lm.shakespeare.quick")
     assert code == 0
-    assert lines[2] == "no differences: both sides resolve to the same 81 values"
+    assert lines[2] == "no differences: both sides resolve to the same 83 values"
 
 
 def test_a_run_directory_against_an_experiment(quick_run: Path) -> None:
@@ -91,7 +91,7 @@ def test_two_runs(quick_run: Path, tmp_path: Path) -> None:
         "lm.model.dropout: 0.1 -> 0.2   (default; --set lm.model.dropout=0.2)"
     )
     code, lines = diff(str(quick_run), str(quick_run))
-    assert (code, lines[2]) == (0, "no differences: both sides resolve to the same 81 values")
+    assert (code, lines[2]) == (0, "no differences: both sides resolve to the same 83 values")
 
 
 def test_a_missing_spec_is_a_file_error() -> None:

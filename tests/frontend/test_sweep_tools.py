@@ -56,7 +56,7 @@ def write(tmp_path: Path, text: str = SPEC) -> Path:
 def test_check_counts_the_sweeps(tmp_path: Path) -> None:
     result = runner.invoke(app, ["check", str(write(tmp_path))])
     assert result.exit_code == 0, result.output
-    assert "6 experiment(s), 2 sweep(s) checked" in result.output  # the example's sweep too
+    assert "7 experiment(s), 2 sweep(s) checked" in result.output  # the example's sweep too
 
 
 def test_list_shows_sweeps_beside_experiments(tmp_path: Path) -> None:

@@ -220,6 +220,8 @@ def keys(t: Type) -> SearchStrategy[str]:
         return st.one_of(names(), strings(6).map(lambda v: v.text))
     if t.name == "union":
         return keys(t.args[0])
+    if t.name == "enum":
+        return st.sampled_from(t.choices)
     return st.integers(1, 512).map(str)
 
 
@@ -444,8 +446,9 @@ def valid_specs(draw: st.DrawFn) -> Spec:
                 for _ in range(draw(between(0, 2))):  # bare calls: `onnx()`, not `onnx`
                     call = draw(calls("export", Ctx())).text
                     fields.append(call if call.endswith(")") else call + "()")
-            if block == "distribution":
-                fields = [f for f in fields if not f.startswith("placement")]
+            if block == "distribution":  # a pipeline needs a stage axis and a model to cut
+                fields = [f for f in fields if not f.startswith(("placement", "pipeline"))]
+                fields = [f for f in fields if not f.startswith("mesh") or "stage" not in f]
             exp_lines.append(f"{block} {{ " + "; ".join(fields) + " }")
     decls = [
         f"input {data} {{\n  " + "\n  ".join(input_lines) + "\n}",

@@ -106,7 +106,7 @@ def pipeline_axes(resolved: ResolvedExperiment) -> tuple[int, Any]:
 
 def wants_pipeline(resolved: ResolvedExperiment) -> bool:
     stages, pipeline = pipeline_axes(resolved)
-    return stages > 1 or pipeline.kind != "none"
+    return stages > 1 or pipeline is not None
 
 
 def plan_pipeline(
@@ -217,7 +217,7 @@ def _costs(
 def check_pipeline_spec(resolved: ResolvedExperiment, stages: int, pipeline: Any) -> None:
     """The combinations a pipeline refuses, each at its line."""
     mesh = dict(resolved.config["distribution"]["mesh"])
-    if stages > 1 and pipeline.kind == "none":
+    if stages > 1 and pipeline is None:
         raise CheckError(
             f"the mesh has a stage axis of {stages}, but no pipeline says how micro-batches "
             "flow through the stages",
@@ -226,7 +226,7 @@ def check_pipeline_spec(resolved: ResolvedExperiment, stages: int, pipeline: Any
             hint="add `pipeline = gpipe(microbatches = 8)` to the distribution block, or drop "
             "the stage axis",
         )
-    if stages <= 1 and pipeline.kind != "none":
+    if stages <= 1 and pipeline is not None:
         raise CheckError(
             "a pipeline needs a stage axis of at least 2 in the mesh",
             span=where(resolved, "distribution.pipeline"),
@@ -356,8 +356,7 @@ def pipeline_for(
 ) -> PipelinePlan:
     """`plan_pipeline` of a compiled task's training graph, at the experiment's batch sizes
     and on the devices it lists (`distribution.devices`: the smallest memory, the slowest)."""
-    from seqc.compiler.placement.from_graph import device_specs
-    from seqc.compiler.placement.plan import batch_dims
+    from seqc.compiler.placement.from_graph import batch_dims, device_specs
 
     devices = resolved.config["distribution"]["devices"] or []
     specs = device_specs(devices) if devices else []

@@ -461,3 +461,18 @@ def _common_layer(layers: tuple[str, ...]) -> str:
             break
         common.append(segs[0])
     return ".".join(common) or layers[0]
+
+
+def batch_dims(resolved: Any, task: str) -> dict[str, int]:
+    """B and T (and S) of the largest batch the experiment feeds: the longest bucket and its
+    batch size, else `max_length` and `train.batch_size`."""
+    inp = resolved.config[task]["input"]
+    buckets = inp.get("buckets") if hasattr(inp, "get") else None
+    batch = resolved.config["train"]["batch_size"]
+    if buckets:
+        length = max(int(k) for k in buckets)
+        b = int(batch or buckets[length])
+    else:
+        length = int(inp.get("max_length") or DEFAULT_DIMS["T"])
+        b = int(batch or DEFAULT_DIMS["B"])
+    return {"B": b, "T": length, "S": length}

@@ -19,9 +19,9 @@ from seqc.compiler.graph import Graph
 from seqc.compiler.placement import algorithms
 from seqc.compiler.placement.checker import check
 from seqc.compiler.placement.from_graph import (
-    DEFAULT_DIMS,
     GraphProblem,
     Segment,
+    batch_dims,
     problem_from_graph,
 )
 from seqc.compiler.placement.problem import Plan, Problem
@@ -238,18 +238,3 @@ def replay(problem: GraphProblem, devices: Mapping[int, int]) -> Plan:
     plan = simulate(problem, device_of, algorithm="replay")
     plan.lower_bound = problem.lower_bound()
     return plan
-
-
-def batch_dims(resolved: ResolvedExperiment, task: str) -> dict[str, int]:
-    """B and T (and S) of the largest batch the experiment feeds: the longest bucket and its
-    batch size, else `max_length` and `train.batch_size`."""
-    inp = resolved.config[task]["input"]
-    buckets = inp.get("buckets") if hasattr(inp, "get") else None
-    batch = resolved.config["train"]["batch_size"]
-    if buckets:
-        length = max(int(k) for k in buckets)
-        b = int(batch or buckets[length])
-    else:
-        length = int(inp.get("max_length") or DEFAULT_DIMS["T"])
-        b = int(batch or DEFAULT_DIMS["B"])
-    return {"B": b, "T": length, "S": length}

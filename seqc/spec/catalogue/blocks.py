@@ -229,8 +229,8 @@ block(
     ),
     param(
         "pipeline",
-        kind("pipeline"),
-        "none",
+        opt(kind("pipeline")),
+        None,
         "How micro-batches flow through the mesh's stage axis: none, or gpipe(microbatches = 8).",
     ),
     param(

@@ -151,8 +151,6 @@ declare(
 
 # --- pipelines ---------------------------------------------------------------------------------
 
-declare("pipeline", "none", "No pipeline: the mesh has no stage axis.")
-
 declare(
     "pipeline",
     "gpipe",
