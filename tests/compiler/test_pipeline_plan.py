@@ -200,3 +200,11 @@ def test_place_pipeline_prints_the_stages(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "lm pipeline on mesh {stage: 4}" in result.output
     assert "stage 1, " in result.output and "shared, " in result.output
+
+
+def test_a_multitask_model_is_refused() -> None:
+    spec = Path(__file__).resolve().parents[2] / "examples" / "mt" / "bible_both_ways.seq"
+    sets = ["--set", "distribution.mesh={stage: 2}", "--set", "distribution.pipeline=gpipe(4)"]
+    result = CliRunner().invoke(app, ["check", str(spec), "-e", "mt.bible.both_ways.cpu", *sets])
+    assert result.exit_code != 0
+    assert "[pipeline-multitask]" in result.output and "2 tasks as one" in result.output
