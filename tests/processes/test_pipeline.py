@@ -1,8 +1,8 @@
-"""GPipe on the JAX mesh (`seqc.backends.jax.pipeline`), on four forced CPU devices: losses and
-gradients equal the one-device step's for {stage: 2}, {stage: 4}, {stage: 2, data: 2},
-{stage: 2, fsdp: 2} (each stage rematerialised, the default) and {stage: 2} without; each
-device holds only its stage's params; a pipelined run checkpoints, and its checkpoint resumes
-exactly on another stage count.
+"""GPipe on the JAX mesh (`seqc.backends.jax.pipeline`), on four forced CPU devices: losses
+and gradient norms (every gradient, on one mesh) equal the one-device step's for {stage: 2},
+{stage: 4}, {stage: 2, data: 2}, {stage: 2, fsdp: 2} (each stage rematerialised, the default)
+and {stage: 2} without; each device holds only its stage's params; a pipelined run
+checkpoints, and its checkpoint resumes exactly on another stage count.
 
 Several CPU devices need `--xla_force_host_platform_device_count` before JAX starts, so the
 work happens in one child process (`CHILD`)."""
@@ -69,12 +69,15 @@ for mesh, m in (("{data: 1}", "0"), ("{stage: 2}", "4"), ("{stage: 4}", "2"),
     else:
         model, arrays = JaxModel(task, task.train, None), data[0].arrays
     state = model.init(0)
-    _, grads = jax.jit(model._gradients)(state["params"], arrays, noise(model))
-    grads = {k: np.asarray(v).tolist() for k, v in grads.items()}
-    rate, losses = learning_rate(task.train), []
+    grads = None
+    if mesh in ("{data: 1}", "{stage: 2, data: 2}"):  # every gradient; the others' norms
+        _, grads = jax.jit(model._gradients)(state["params"], arrays, noise(model))
+        grads = {k: np.asarray(v).tolist() for k, v in grads.items()}
+    rate, losses, norms = learning_rate(task.train), [], []
     for step, batch in enumerate(data):
         state, metrics = model.train_step(state, batch, rate(step))
         losses.append(float(metrics["loss"]))
+        norms.append(float(metrics["grad_norm"]))
     held = None
     if m != "0":
         packed = state["params"].packed
@@ -85,7 +88,7 @@ for mesh, m in (("{data: 1}", "0"), ("{stage: 2}", "4"), ("{stage: 4}", "2"),
             "stages": [list(s.units) for s in plan.pipeline.stages],
             "shared": list(state["params"].layout.shared),
         }
-    out[mesh] = {"losses": losses, "grads": grads, "held": held}
+    out[mesh] = {"losses": losses, "norms": norms, "grads": grads, "held": held}
 
 # a pipelined run, and a copy resumed from its checkpoint at 3 on four stages instead of two
 base = [str(spec), "-e", "tiny", "--no-progress", "--no-dev-eval"]
@@ -125,12 +128,14 @@ def test_pipelines_train_like_one_device(child: tuple[dict, Path]) -> None:
     out = child[0]["meshes"]
     base = out["{data: 1}"]
     for mesh, got in out.items():
-        for a, b in zip(base["losses"], got["losses"], strict=True):
-            assert abs(a - b) <= 1e-5 * abs(a), (mesh, base["losses"], got["losses"])
-        assert set(got["grads"]) == set(base["grads"])
-        for name, g in base["grads"].items():
-            diff = abs(_flat(g) - _flat(got["grads"][name])).max()
-            assert diff <= 1e-5, (mesh, name, diff)
+        for key in ("losses", "norms"):  # each step's loss and its gradient's norm
+            for a, b in zip(base[key], got[key], strict=True):
+                assert abs(a - b) <= 1e-5 * abs(a), (mesh, key, base[key], got[key])
+    got = out["{stage: 2, data: 2}"]["grads"]  # and every gradient, on one mesh
+    assert set(got) == set(base["grads"])
+    for name, g in base["grads"].items():
+        diff = abs(_flat(g) - _flat(got[name])).max()
+        assert diff <= 1e-5, (name, diff)
 
 
 def _flat(x: list) -> object:
