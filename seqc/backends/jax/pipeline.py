@@ -180,15 +180,17 @@ class PipelinedModel(JaxModel):
             row = _varying(row, axes)
             shared = _varying(shared, axes)
             rows = next(iter(arrays.values())).shape[0]
+            # arrays of the batch's rows split into micro-batches; others (per step) whole
             split = {
-                k: v.reshape((m, rows // m, *v.shape[1:])) if v.shape[:1] == (rows,) else v
+                k: v.reshape((m, rows // m, *v.shape[1:]))
                 for k, v in arrays.items()
+                if v.shape[:1] == (rows,)
             }
-            split_keys = {k for k, v in arrays.items() if v.shape[:1] == (rows,)}
+            whole = {k: v for k, v in arrays.items() if k not in split}
             data_index = jax.lax.axis_index(batch_axes) if batch_axes else 0
 
             def feeds_at(i: Any) -> dict:
-                return {k: (v[i] if k in split_keys else v) for k, v in split.items()}
+                return whole | {k: v[i] for k, v in split.items()}
 
             # what crosses each boundary, shaped at one micro-batch (traced abstractly, once)
             structs: dict[int, Any] = {}

@@ -17,6 +17,7 @@ onto one device, and `seqc export` reads it like any other.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -72,8 +73,9 @@ class Layout:
         width = -(-width // multiple) * multiple
         return Layout(tuple(slots), tuple(shared), stages, width)
 
-    @property
+    @functools.cached_property
     def by_name(self) -> dict[str, Slot]:
+        """Built once: every param read while a step is traced looks its slot up here."""
         return {s.name: s for s in self.slots}
 
     def stage_slots(self, k: int) -> list[Slot]:

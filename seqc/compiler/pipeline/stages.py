@@ -30,8 +30,6 @@ class Stage:
 
     index: int
     graph: Graph
-    ops: tuple[int, int]
-    """[start, stop) in the whole graph."""
     carry_in: list[int] = field(default_factory=list)
     carry_out: list[int] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
@@ -105,7 +103,7 @@ def _stage(
             reads.append(name)
     g.params = {n: graph.params[n] for n in reads}
     g.outputs = [value(v) for v in outputs]
-    return Stage(k, g, (start, stop), list(carry_in), list(outputs), reads)
+    return Stage(k, g, list(carry_in), list(outputs), reads)
 
 
 def _param_reads(graph: Graph) -> list[str]:
