@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from seqc.compiler.config import DecodeConfig, TrainConfig
+from seqc.compiler.expert_terms import (
+    FIELDS,
+    WithExperts,
+    expert_inputs,
+    with_expert_outputs,
+    with_expert_terms,
+)
+from seqc.compiler.expert_terms import split as split_experts
 from seqc.compiler.graph import Graph
 from seqc.compiler.lower import lower_model
+from seqc.compiler.lower.criterion import EVAL_OUTPUTS, LOGITS, MASK, lower_criterion
 from seqc.compiler.lower.criterion import LABELS as LABEL_INPUT
-from seqc.compiler.lower.criterion import LOGITS, MASK, lower_criterion
 from seqc.compiler.lower.ctc import (
     CTC_LABELS as CTC_LABEL_INPUT,
 )
@@ -115,9 +123,19 @@ class CompiledTask:
         """True for joint CTC + attention: training reads the decoder's and the CTC logits."""
         return self.config["loss"].kind == "joint_ctc"
 
+    @property
+    def experts(self) -> int:
+        """How many mixture-of-experts layers the model has (`seqc.compiler.lower.moe`)."""
+        return len(self.graph.experts)
+
     def model_output(self, outputs: Sequence[Any]) -> Any:
         """What a forward pass hands the criterion: the logits, or for joint CTC + attention in
-        training (whose training graph has both) the pair (decoder logits, CTC logits)."""
+        training (whose training graph has both) the pair (decoder logits, CTC logits); for
+        the training graph of a model with experts, that with the experts' values
+        (`WithExperts`)."""
+        if self.experts and len(outputs) > len(FIELDS) * self.experts:  # the training graph's
+            main, terms = split_experts(outputs, self.graph.experts)
+            return WithExperts(self.model_output(main), terms)
         if self.joint_ctc and len(outputs) == 2:
             return (outputs[0], outputs[1])
         return outputs[0]
@@ -138,6 +156,8 @@ class CompiledTask:
 
     def criterion_inputs(self, logits: Any, arrays: Mapping[str, Any]) -> dict[str, Any]:
         """The criterion graph's inputs: these logits and the batch's labels and mask."""
+        if isinstance(logits, WithExperts):
+            return self.criterion_inputs(logits.main, arrays) | expert_inputs(logits.terms)
         labels, mask = self.labels
         if isinstance(logits, tuple):  # joint CTC + attention in training
             decoder, ctc = logits
@@ -180,17 +200,29 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
             hint=f"give it: --set {task}.model.{name}=N",
         )
     config = resolved.config[task]
-    graph = lower_model(program.layers[config["model"].kind], resolved.models[task], program.layers)
+    decl, instance = program.layers[config["model"].kind], resolved.models[task]
+    graph = lower_model(decl, instance, program.layers)
+    # A model with experts trains another form of them (capacity, auxiliary losses): the
+    # training graph is lowered from that form, over the same params.
+    base = (
+        lower_model(decl, instance, program.layers, training_form=True) if graph.experts else graph
+    )
     fields = input_fields(graph)
     span = resolved.span(f"{task}.loss")
     loss = config["loss"]
     joint_outputs: list[int] = []
     if loss.kind == "ctc":
         fold_frame_mask(graph, span)
+        if base is not graph:
+            fold_frame_mask(base, span)
     elif loss.kind == "joint_ctc":
         joint_outputs = list(fold_joint(graph, span))
         graph.outputs = joint_outputs[:1]  # inference, evaluation, export: the decoder
+        if base is not graph:
+            joint_outputs = list(fold_joint(base, span))
+            base.outputs = joint_outputs[:1]
     logits = graph.ops[graph.outputs[0]].type
+    train_graph: Graph | None
     if loss.kind == "ctc":
         train = lower_ctc(loss, logits, span)
         evaluation, train_graph = train, None
@@ -203,11 +235,11 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
             args={"label_smoothing": loss.args["label_smoothing"], "reduction": "token"},
         )
         evaluation = lower_criterion(decoder_only, logits, accuracy=True, span=span)
-        train_graph = dataclasses.replace(graph, outputs=joint_outputs)
+        train_graph = dataclasses.replace(base, outputs=joint_outputs)
     elif loss.kind in SAMPLED:
         train = lower_sampled(loss, graph, span)  # checks the model ends in a Softmax
-        assert graph.head is not None
-        train_graph = graph.upto(graph.head.hidden)
+        assert base.head is not None
+        train_graph = base.upto(base.head.hidden)
         # evaluation scores with the full softmax: the likelihood, whatever trained the model
         full = CallValue(
             kind="cross_entropy",
@@ -221,13 +253,24 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         train_graph = None
     names = resolved.config.get("compile", {}).get("passes", DEFAULT_PASSES)
     reports: list[PassReport] = []
-    lowered_train_graph, lowered_train_criterion = train_graph, None
+    lowered_train_graph = train_graph
     if LOSS_PASS in names and train_graph is None and fusable(loss, graph):
-        assert graph.head is not None
-        lowered_train_criterion = train
+        assert base.head is not None
+        unfused = train
         train = lower_fused_cross_entropy(loss, graph, span)
-        train_graph = graph.upto(graph.head.hidden)
-        reports.append(report(LOSS_PASS, [graph, lowered_train_criterion], [train_graph, train]))
+        train_graph = base.upto(base.head.hidden)
+        reports.append(report(LOSS_PASS, [base, unfused], [train_graph, train]))
+        lowered_train_criterion: Graph | None = unfused
+    else:
+        lowered_train_criterion = None
+    if base.experts:
+        train_graph = with_expert_outputs(train_graph or base)
+        train = with_expert_terms(train, train_graph, EVAL_OUTPUTS)
+        lowered_train_graph = with_expert_outputs(lowered_train_graph or base)
+        if lowered_train_criterion is not None:
+            lowered_train_criterion = with_expert_terms(
+                lowered_train_criterion, lowered_train_graph, EVAL_OUTPUTS
+            )
     if names:  # the training step runs the passed graph; the rest (eval, decode, export) not
         train_graph, more = run_passes(train_graph or graph, names)
         reports += more

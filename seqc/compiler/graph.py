@@ -103,6 +103,20 @@ class Head:
     span: ir.Span | None = None
 
 
+@dataclass(frozen=True)
+class ExpertTerms:
+    """One `MoE` layer of a graph. In its training form (`GraphBuilder.training_form`) the
+    layer also computes its weighted auxiliary loss (a scalar the task's loss adds), the
+    fraction of its token-to-expert assignments dropped by capacity (a scalar) and each
+    expert's share of the assignments ([experts]); in the inference form these are None."""
+
+    layer: str
+    experts: int
+    aux_loss: int | None = None
+    dropped: int | None = None
+    load: int | None = None
+
+
 @dataclass
 class Graph:
     """A lowered model: named inputs, params by path, ops in topological order, outputs."""
@@ -114,6 +128,12 @@ class Graph:
     subgraphs: dict[str, Graph] = field(default_factory=dict)
     head: Head | None = None
     """The last `Softmax` layer lowered into this graph, if any."""
+    experts: list[ExpertTerms] = field(default_factory=list)
+    """The mixture-of-experts layers lowered into this graph, in order, with the values their
+    training form adds to the step (`seqc.compiler.lower.moe`)."""
+    output_names: tuple[str, ...] = ()
+    """Names of the outputs where a reader needs them (a criterion with experts' figures,
+    `seqc.compiler.expert_terms`); empty: the reader knows them by position."""
 
     def upto(self, vid: int) -> Graph:
         """The graph that computes value `vid` and stops there: its ops up to `vid` (ops are in
@@ -124,6 +144,7 @@ class Graph:
             ops=self.ops[: vid + 1],
             outputs=[vid],
             subgraphs=self.subgraphs,
+            experts=self.experts,
         )
 
     def op(self, vid: int) -> Op:
@@ -148,10 +169,15 @@ def too_large(ops: int, layer: str, span: ir.Span | None) -> CheckError:
 class GraphBuilder:
     """Appends ops with shape inference; the current layer path and span label each op."""
 
-    def __init__(self) -> None:
+    def __init__(self, training_form: bool = False) -> None:
         self.graph = Graph()
         self.layer = ""
         self.span: ir.Span | None = None
+        self.training_form = training_form
+        """Lower layers as a training step runs them, where that differs from inference: a
+        mixture of experts then bounds each expert's tokens by its capacity and computes its
+        auxiliary losses (`seqc.compiler.lower.moe`). Dropout and augmentation do not need
+        it: their ops are the identity outside training in every backend."""
 
     # ------------------------------------------------------------------ plumbing
     def typed_op(

@@ -328,6 +328,8 @@ class _Rewriter:
             return self._along(op, op.attrs["axis"])
         if k.startswith("reduce_"):
             return self._reduce(op)
+        if k == "argmax":
+            return self._argmax(op)
         if k == "where" or k in COMPARE or k in LOGICAL or k in ARITHMETIC:
             return self._broadcast(op)
         raise self._error(op, f"`{k}` along the decoding axis has no step form")
@@ -375,6 +377,15 @@ class _Rewriter:
 
         new = st.map(moved)
         return self._emit(op.kind, (x,), dict(op.attrs), self._type(op, new), op), new
+
+    def _argmax(self, op: Op) -> tuple[int, _Status]:
+        """The largest entry's index along the last axis (a router's choice of expert): one
+        position's own values, unless that axis is decoding time."""
+        x, st = self.value(op.inputs[0], op)
+        last = self.g.ops[op.inputs[0]].type.rank - 1
+        if st.q == last or last in st.k:
+            raise self._error(op, "an argmax along the decoding axis")
+        return self._emit(op.kind, (x,), dict(op.attrs), self._type(op, st), op), st
 
     def _gather(self, op: Op) -> tuple[int, _Status]:
         table, st_t = self.value(op.inputs[0], op)

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from seqc.backends import interpret
+from seqc.backends.dims import size as _size
 
 DTYPES = {
     "float32": jnp.float32,
@@ -57,7 +58,8 @@ class Ctx(interpret.Ctx):
         self.counter += 1
         return jax.random.fold_in(self.rng, self.counter)
 
-    def shape(self, shape: tuple) -> tuple[int, ...]:
+    def shape(self, shape: tuple, exact: bool = False) -> tuple[int, ...]:
         """Sizes of a shape's dims. A dim no input binds (a convolution's output length,
-        "((N-400)//160+1)") is -1, which a reshape infers (one such dim at most)."""
-        return tuple(d if isinstance(d, int) else self.dims.get(d, -1) for d in shape)
+        "((N-400)//160+1)") is -1, which a reshape infers (one such dim at most); with `exact`
+        (a shape nothing can infer: `fill`'s) it is computed from the bound ones."""
+        return tuple(_size(d, self.dims, exact) for d in shape)

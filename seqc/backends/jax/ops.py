@@ -88,7 +88,7 @@ def _constant(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
 
 @op("fill")
 def _fill(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
-    return jnp.full(ctx.shape(attrs["shape"]), attrs["value"], ctx.compute_dtype)
+    return jnp.full(ctx.shape(attrs["shape"], exact=True), attrs["value"], ctx.compute_dtype)
 
 
 @op("cast")

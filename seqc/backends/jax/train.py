@@ -152,7 +152,9 @@ class JaxModel:
         """The training criterion on the training graph's output (a sampled one reads the
         output layer's params)."""
         inputs = self.task.train_criterion_inputs(outputs, arrays)
-        return named(run_graph(self.task.train_criterion, params, inputs, Ctx()))
+        return named(
+            run_graph(self.task.train_criterion, params, inputs, Ctx()), self.task.train_criterion
+        )
 
     # ---------------------------------------------------------------- steps
     def objective(

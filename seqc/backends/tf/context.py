@@ -15,6 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from seqc.backends import interpret
+from seqc.backends.dims import size
 
 DTYPES = {
     "float32": tf.float32,
@@ -51,6 +52,7 @@ class Ctx(interpret.Ctx):
         self.counter += 1
         return tf.random.experimental.stateless_fold_in(self.rng, self.counter)
 
-    def shape(self, shape: tuple) -> list[Any]:
-        """As JAX's: a dim no input binds is -1, which a reshape infers."""
-        return [d if isinstance(d, int) else self.dims.get(d, -1) for d in shape]
+    def shape(self, shape: tuple, exact: bool = False) -> list[Any]:
+        """As JAX's: a dim no input binds is -1, which a reshape infers, or with `exact`
+        computed from the bound ones (a scalar tensor where they are)."""
+        return [size(d, self.dims, exact) for d in shape]

@@ -107,7 +107,8 @@ def _constant(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
 
 @op("fill")
 def _fill(xs: list, attrs: dict, ctx: Ctx) -> tf.Tensor:
-    return tf.fill(ctx.shape(attrs["shape"]), tf.constant(attrs["value"], ctx.compute_dtype))
+    shape = ctx.shape(attrs["shape"], exact=True)
+    return tf.fill(shape, tf.constant(attrs["value"], ctx.compute_dtype))
 
 
 @op("cast")

@@ -149,7 +149,9 @@ class TfModel:
         output layer's params)."""
         params = self.params if params is None else params
         inputs = self.task.train_criterion_inputs(outputs, arrays)
-        return named(run_graph(self.task.train_criterion, params, inputs, Ctx()))
+        return named(
+            run_graph(self.task.train_criterion, params, inputs, Ctx()), self.task.train_criterion
+        )
 
     # ---------------------------------------------------------------- steps
     def _train_impl(self, arrays: dict, lr: tf.Tensor) -> dict:

@@ -4,7 +4,15 @@
 layer kinds, one family per module, each registering itself in `call.LOWERINGS`.
 """
 
-from seqc.compiler.lower import attention, dense, embedding, norm, recurrent, speech  # noqa: F401
+from seqc.compiler.lower import (  # noqa: F401
+    attention,
+    dense,
+    embedding,
+    moe,
+    norm,
+    recurrent,
+    speech,
+)
 from seqc.compiler.lower.call import LOWERINGS
 from seqc.compiler.lower.model import lower_model
 

@@ -38,9 +38,12 @@ EVAL_OUTPUTS = (*TRAIN_OUTPUTS, "correct", "logz_sum", "logz_sq_sum", "raw_nll_s
 IMPLEMENTED = ("cross_entropy",)
 
 
-def named(outputs: Sequence[Any]) -> dict[str, Any]:
-    """A criterion graph's outputs by name (the training criterion's are a prefix)."""
-    return dict(zip(EVAL_OUTPUTS, outputs, strict=False))
+def named(outputs: Sequence[Any], graph: Graph | None = None) -> dict[str, Any]:
+    """A criterion graph's outputs by name: `graph`'s own names where it has them (experts'
+    figures after the loss's, `seqc.compiler.expert_terms`), else `EVAL_OUTPUTS` (the
+    training criterion's are a prefix)."""
+    names = graph.output_names if graph is not None and graph.output_names else EVAL_OUTPUTS
+    return dict(zip(names, outputs, strict=False))
 
 
 def lower_criterion(

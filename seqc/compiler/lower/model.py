@@ -34,11 +34,17 @@ class _Tensor(int):
 
 
 def lower_model(
-    decl: ir.LayerDecl, instance: LayerInstance, layers: dict[str, ir.LayerDecl]
+    decl: ir.LayerDecl,
+    instance: LayerInstance,
+    layers: dict[str, ir.LayerDecl],
+    *,
+    training_form: bool = False,
 ) -> Graph:
-    """The op graph of a model's forward pass; its inputs are the forward's params."""
+    """The op graph of a model's forward pass; its inputs are the forward's params. With
+    `training_form`, layers that a training step runs differently are lowered as it runs them
+    (`GraphBuilder.training_form`)."""
     assert decl.forward is not None
-    b = GraphBuilder()
+    b = GraphBuilder(training_form)
     b.span = decl.forward.span
     inputs = []
     for p in decl.forward.params:

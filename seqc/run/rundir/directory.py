@@ -254,6 +254,9 @@ class RunDir:
             for k, v in record.items():
                 if isinstance(v, int | float) and k != "step":
                     writer.add_scalar(f"{prefix}/{k}", v, step)
+                elif isinstance(v, list) and all(isinstance(x, int | float) for x in v):
+                    for i, x in enumerate(v):  # a vector (experts' loads): one chart per entry
+                        writer.add_scalar(f"{prefix}/{k}/{i}", x, step)
             writer.flush()
 
     def truncate_metrics(self, step: int) -> None:

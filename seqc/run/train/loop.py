@@ -324,6 +324,7 @@ class Loop:
                     "grad_norm": float(m["grad_norm"]),
                     "lr": self.rate(s - 1) * self._scale(task),
                 }
+                record |= expert_figures(m)
                 if s == done:
                     record["tokens_per_s"] = tokens / max(elapsed, 1e-9)
                 self.run.log(record)
@@ -402,3 +403,15 @@ def fetched_metrics(metrics: Any) -> dict[str, Any] | None:
         return fetch(metrics)
     except MetricsLost:
         return None
+
+
+def expert_figures(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The mixture-of-experts figures of a step's metrics (`seqc.compiler.expert_terms`), as
+    `metrics.jsonl` keeps them: each layer's auxiliary loss and dropped fraction a number, its
+    experts' loads a list."""
+    out: dict[str, Any] = {}
+    for k, v in metrics.items():
+        if k.startswith("moe."):
+            a = np.asarray(v, np.float64)
+            out[k] = float(a) if a.ndim == 0 else [round(float(x), 6) for x in a.ravel()]
+    return out

@@ -186,6 +186,56 @@ declare(
 
 declare(
     NAMESPACE,
+    "MoE",
+    "Mixture of experts in place of a feed-forward block (GShard, Switch): a router sends each "
+    "token to its `top_k` experts, each a two-layer MLP d -> ff -> d, and sums their outputs "
+    "weighted by the router's gates: [B, T, d] -> [B, T, d]. In training each sequence is a "
+    "group and each expert takes at most ceil(capacity_factor * top_k * T / experts) of its "
+    "tokens (earlier tokens first); the rest skip the layer. The load-balancing and router "
+    "z losses join the task's loss. At inference no token is dropped.",
+    param("d", DIM, doc="Width of the input and output."),
+    param("ff", DIM, doc="Width of each expert's hidden layer."),
+    param("experts", DIM, 8, "Number of experts."),
+    param("top_k", DIM, 2, "Experts each token is sent to (1: Switch, 2: GShard)."),
+    param(
+        "capacity_factor",
+        FLOAT,
+        1.25,
+        "Slots per expert, as a multiple of an even share of a sequence's assignments "
+        "(top_k * T / experts); tokens past an expert's slots are dropped in training.",
+        range=POSITIVE,
+    ),
+    param(
+        "aux_loss",
+        FLOAT,
+        0.01,
+        "Weight of the load-balancing loss experts * sum_e(f_e * p_e) in the task's loss.",
+        range=NON_NEGATIVE,
+    ),
+    param(
+        "router_z_loss",
+        FLOAT,
+        0.001,
+        "Weight of the router z loss, the mean squared log-sum-exp of the router's logits.",
+        range=NON_NEGATIVE,
+    ),
+    param("activation", FF_ACTIVATION, "gelu", "The experts' hidden activation."),
+    param("dropout", RATE, 0.0, "Dropout rate on the experts' hidden layer during training."),
+    positional=("d", "ff"),
+    relations=(
+        Relation(
+            "top_k <= experts",
+            ("top_k", "experts"),
+            lambda k, e: k <= e,
+            "top_k",
+            hint="send each token to at most as many experts as there are",
+            detail=lambda k, e: f"top_k = {k}, experts = {e}",
+        ),
+    ),
+)
+
+declare(
+    NAMESPACE,
     "Dropout",
     "Zeroes each element with probability `rate` during training and rescales the rest by "
     "1 / (1 - rate); the identity at inference: [B, T, d] -> [B, T, d].",
