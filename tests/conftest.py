@@ -117,7 +117,13 @@ TESTS = Path(__file__).resolve().parent
 
 FRAMEWORK_FREE = {
     "frontend": {"*"},
-    "compiler": {"pipeline_plan", "placement_algorithms", "placement_graph", "typed_config"},
+    "compiler": {
+        "moe_plan",
+        "pipeline_plan",
+        "placement_algorithms",
+        "placement_graph",
+        "typed_config",
+    },
     "data": {
         "augment",
         "data_bucketing",

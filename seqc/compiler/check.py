@@ -87,7 +87,7 @@ def _check_sharding(program: Program, resolved: ResolvedExperiment) -> None:
     from seqc.compiler.sharding import ShardingPlan, check_batches, device_memory
 
     task = resolved.tasks[0]
-    splits = any(mesh.get(axis, 1) > 1 for axis in ("fsdp", "model", "stage"))
+    splits = any(mesh.get(axis, 1) > 1 for axis in ("fsdp", "expert", "model", "stage"))
     rules = resolved.config["distribution"].get("shard")
     if splits or rules or device_memory(resolved) is not None:
         from seqc.compiler.compile import compile_task, data_symbols

@@ -1,8 +1,10 @@
 """How a model's params are split over a device mesh: the sharding plan of a compiled task.
 
-The mesh (`distribution.mesh`) names up to three axes: `data` (each device a slice of the batch),
-`fsdp` (params, gradients and optimizer state split in the ZeRO-3 / FSDP manner, the batch split
-too) and `model` (tensor parallel, Megatron style). A param's partition spec gives, per
+The mesh (`distribution.mesh`) names up to four axes besides pipeline stages: `data` (each
+device a slice of the batch), `fsdp` (params, gradients and optimizer state split in the ZeRO-3 /
+FSDP manner, the batch split too), `expert` (a mixture of experts' experts, GShard style: each
+device holds E / n of them and computes their slots; the batch is not split on it) and `model`
+(tensor parallel, Megatron style). A param's partition spec gives, per
 dimension, the mesh axis it is split on or None. Specs come from:
 
 1. defaults per layer kind (`DEFAULTS`), which a user rarely needs to touch: q, k, v and the first
@@ -42,7 +44,7 @@ from seqc.spec.types import parse_size
 if TYPE_CHECKING:
     from seqc.compiler.pipeline.plan import PipelinePlan
 
-AXES = ("stage", "data", "fsdp", "model")
+AXES = ("stage", "data", "fsdp", "expert", "model")
 """Mesh axes in the order the device array is laid out (the model axis innermost: its devices
 exchange the most, so they are neighbours; pipeline stages outermost: they exchange least,
 one micro-batch's activations at a time)."""
@@ -72,6 +74,12 @@ DEFAULTS: dict[str, dict[str, Spec]] = {
         "wg.w": _COLUMNS,
         "wg.b": _VECTOR,
         "w2.w": _ROWS,
+    },
+    "MoE": {  # experts split on `expert`, each expert's MLP Megatron-style on `model`
+        "w1": ("expert", None, M),
+        "b1": ("expert", M),
+        "w2": ("expert", M, None),
+        "b2": ("expert", None),
     },
     "Embedding": {"table": _ROWS},
     "Softmax": {"w": _COLUMNS, "b": _VECTOR},
@@ -198,6 +206,14 @@ def plan_sharding(
         _check_divides(name, shape, spec, mesh, located, origin)
         itemsize = DTYPE_BYTES.get(p.type.dtype, 4)
         plan.params[name] = ParamShard(name, shape, spec, origin, itemsize)
+    if "expert" in live and not any("expert" in p.spec for p in plan.params.values()):
+        raise CheckError(
+            f"the mesh's expert axis ({mesh['expert']}) splits nothing: `{task}`'s model has no "
+            "MoE layer",
+            span=plan.span,
+            code="no-experts",
+            hint="drop the expert axis, or use MoE layers in the model",
+        )
     unused = [r for r in rules if r not in used]
     if unused:
         near = did_you_mean(unused[0], list(plan.params))
@@ -279,6 +295,16 @@ def _check_divides(
                 found=str(list(spec)),
             )
         seen.add(axis)
+        if axis == "expert" and size % mesh[axis]:
+            raise CheckError(
+                f"the mesh's expert axis ({mesh[axis]}) does not divide the {size} experts of "
+                f"`{name.rsplit('.', 1)[0]}`",
+                span=where,
+                code="expert-not-divisible",
+                expected=f"a number of experts divisible by {mesh[axis]}",
+                found=f"{size} experts",
+                hint="make the expert axis a divisor of every MoE layer's experts",
+            )
         if size % mesh[axis]:
             raise CheckError(
                 f"dimension {dim} of `{name}` ({size}) is not divided by mesh axis `{axis}` "

@@ -144,6 +144,9 @@ LAYERS: dict[str, Callable[[], Graph]] = {
         for fn in ("relu", "gelu", "silu", "tanh", "sigmoid")
     },
     "Dropout-eval": lambda: build("Dropout", BTD, rate=0.3),
+    # inference form (every expert computed, gated); the training form: tests/backends/test_moe.py
+    "MoE-top2": lambda: build("MoE", BTD, d=8, ff=12, experts=4, top_k=2),
+    "MoE-top1-relu": lambda: build("MoE", BTD, d=8, ff=12, experts=3, top_k=1, activation="relu"),
     "LayerNorm": lambda: build("LayerNorm", BTD, d=8, eps=1e-3),
     "LayerNorm-plain": lambda: build("LayerNorm", BTD, d=8, scale=False, bias=False),
     "RMSNorm": lambda: build("RMSNorm", BTD, d=8),
@@ -217,6 +220,7 @@ def test_every_builtin_layer_kind_is_covered() -> None:
 
 EXAMPLES = [
     ("lm/shakespeare.seq", "lm.shakespeare.quick", "shakespeare"),
+    ("lm/shakespeare_moe.seq", "lm.shakespeare.moe", "shakespeare"),
     ("mt/bible_transformer.seq", "mt.bible.transformer.smoke", "bible_en_es"),
     ("mt/lstm_attention.seq", "mt.bible.lstm", "bible_en_es"),
 ]

@@ -215,3 +215,53 @@ experiment tiny {
 """The parity tests' LM (`parity_lm.SPEC`) four blocks deep, its vocabulary fixed (so `seqc check`
 lowers it without data) and its batches 8 rows: what the pipeline tests cut into stages
 (`tests/compiler/test_pipeline_plan.py`, `tests/processes/test_pipeline.py`)."""
+
+MOE_LM_SPEC = """seqc 1
+input tiny {
+  train = text("train.txt")
+  tokenizer = chars()
+  buckets = {12: 8}
+}
+layer Block(d: int, heads: int, experts: int, top_k: int, capacity_factor: float) {
+  norm1 = LayerNorm(d)
+  attn = SelfAttention(d, heads, causal = true, bias = false)
+  norm2 = LayerNorm(d)
+  mlp = MoE(d, 2 * d, experts = experts, top_k = top_k, capacity_factor = capacity_factor)
+  forward (x: float32[B, T, d]) -> float32[B, T, d] {
+    x = x + attn(norm1(x))
+    return x + mlp(norm2(x))
+  }
+}
+model LM(
+  vocab: int,
+  d: int = 16,
+  heads: int = 2,
+  experts: int = 4,
+  top_k: int = 2,
+  capacity_factor: float = 1.0,
+) {
+  embed = Embedding(vocab, d)
+  pos = SinusoidalPosition(d)
+  blocks = repeat(2) Block(d, heads, experts, top_k, capacity_factor)
+  norm = LayerNorm(d)
+  out = Softmax(vocab, d, tie = embed)
+  forward (ids: int32[B, T]) -> float32[B, T, vocab] {
+    return out(norm(blocks(pos(embed(ids)))))
+  }
+}
+task lm {
+  input = tiny
+  model = LM(vocab = 20)
+}
+experiment tiny {
+  tasks = [lm]
+  train {
+    steps = 20
+    clip_norm = 0.5
+  }
+}
+"""
+"""A two-block LM whose MLPs are mixtures of 4 experts, top 2, capacity factor 1 (so some
+tokens are dropped in training), its vocabulary fixed so `seqc check` lowers it without data:
+what the MoE tests compile, train and shard (`tests/compiler/test_moe_plan.py`,
+`tests/backends/test_moe.py`, `tests/processes/test_moe_mesh.py`)."""

@@ -241,6 +241,14 @@ def check_pipeline_spec(resolved: ResolvedExperiment, stages: int, pipeline: Any
                 ("distribution.mesh", "the mesh is set here"),
             ),
         )
+    if int(mesh.get("expert", 1)) > 1:
+        raise CheckError(
+            "a pipeline's stages compose with the data and fsdp axes; an expert axis inside a "
+            "stage is not implemented",
+            span=where(resolved, "distribution.mesh"),
+            code="pipeline-model-axis",
+            hint="pipeline a model without the expert axis, or train it on a data/expert mesh",
+        )
     if int(mesh.get("model", 1)) > 1:
         raise CheckError(
             "a pipeline's stages compose with the data and fsdp axes; a model axis inside a "
@@ -358,6 +366,14 @@ def pipeline_for(
     and on the devices it lists (`distribution.devices`: the smallest memory, the slowest)."""
     from seqc.compiler.placement.from_graph import batch_dims, device_specs
 
+    if compiled.experts:
+        raise CheckError(
+            "a pipeline's stages cannot yet carry a mixture of experts' auxiliary losses and "
+            "figures from stage to stage",
+            span=where(resolved, "distribution.pipeline", "distribution.mesh"),
+            code="pipeline-experts",
+            hint="train a model with MoE layers on a data/fsdp/expert mesh, without a pipeline",
+        )
     devices = resolved.config["distribution"]["devices"] or []
     specs = device_specs(devices) if devices else []
     limits = [d.memory for d in specs if d.memory < UNLIMITED]

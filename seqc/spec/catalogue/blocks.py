@@ -192,10 +192,10 @@ block(
     ),
 )
 
-MESH_AXES: Final[tuple[str, ...]] = ("stage", "data", "fsdp", "model")
+MESH_AXES: Final[tuple[str, ...]] = ("stage", "data", "fsdp", "expert", "model")
 """The mesh axes a distribution block may name: pipeline stages, data parallel, parameter
-sharding (ZeRO-3 / FSDP) and tensor (model) parallel."""
-SHARD_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "model")
+sharding (ZeRO-3 / FSDP), experts of mixture-of-experts layers, and tensor (model) parallel."""
+SHARD_AXES: Final[tuple[str, ...]] = ("data", "fsdp", "expert", "model")
 """The axes a sharding rule may split a param's dimension over (a stage holds whole layers)."""
 
 block(
@@ -206,7 +206,8 @@ block(
         map_of(one_of(*MESH_AXES), COUNT),
         {"data": 1},
         "Named mesh axes and their sizes; the product is the number of devices used. Axes: "
-        "stage (pipeline stages, with `pipeline`), data, fsdp, model.",
+        "stage (pipeline stages, with `pipeline`), data, fsdp, expert (the experts of MoE layers), "
+        "model.",
     ),
     param(
         "devices",

@@ -229,7 +229,6 @@ declare(
             lambda k, e: k <= e,
             "top_k",
             hint="send each token to at most as many experts as there are",
-            detail=lambda k, e: f"top_k = {k}, experts = {e}",
         ),
     ),
 )
