@@ -72,8 +72,12 @@ def gradients(
 
         (loss_total, out), grads = jax.value_and_grad(total, has_aux=True)(params)
         leaves, tree = jax.tree.flatten(grads)
+        # a mixture of experts' figures (`seqc.compiler.expert_terms`): averaged over the
+        # replicas as the loss is, weighted by their tokens
+        figures = sorted(k for k in out if k.startswith("moe."))
+        shares = [(out[k] * weight).astype(jnp.float32).ravel() for k in figures]
         sums = jnp.stack([loss_total, out["nll_sum"], out["tokens"], weight]).astype(jnp.float32)
-        flat = jnp.concatenate([g.astype(jnp.float32).ravel() for g in leaves] + [sums])
+        flat = jnp.concatenate([g.astype(jnp.float32).ravel() for g in leaves] + shares + [sums])
         flat = jax.lax.psum(flat, axes)  # the one exchange of the step
         loss_total, nll_sum, tokens, weight = (flat[i] for i in range(-4, 0))
         weight = jnp.maximum(weight, 1.0)
@@ -82,6 +86,9 @@ def gradients(
             parts.append((flat[at : at + g.size] / weight).reshape(g.shape).astype(g.dtype))
             at += g.size
         metrics = {"loss": loss_total / weight, "nll_sum": nll_sum, "tokens": tokens}
+        for k, share in zip(figures, shares, strict=True):
+            metrics[k] = (flat[at : at + share.size] / weight).reshape(jnp.shape(out[k]))
+            at += share.size
         return metrics, jax.tree.unflatten(tree, parts)
 
     batch = PartitionSpec(axes)
