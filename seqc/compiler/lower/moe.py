@@ -99,12 +99,16 @@ def _moe(b: GraphBuilder, c: LayerCall) -> int:
     slots = capacity(t.shape[1], float(c.args["capacity_factor"]), k, n)
     dispatch = _dispatch(b, x, chosen, slots)  # [B, T, E, C]
     combine = b.binary("mul", dispatch, b.reshape(gates, (*t.shape[:2], n, 1)))
-    xin = b.einsum("btec,btd->becd", dispatch, x)
-    h = b.einsum("becd,edf->becf", xin, w1)
+    # each expert's slots of every row as one [rows * C, d] matrix: a plain batched matmul
+    # over the experts (about a third faster on XLA's CPU than with rows as a batch axis)
+    xin = b.einsum("btec,btd->ebcd", dispatch, x)
+    flat = b.reshape(xin, (n, f"{t.shape[0]}*{slots}", d))
+    h = b.einsum("esd,edf->esf", flat, w1)
     h = b.binary("add", h, b.reshape(b1, (n, 1, ff)))
     h = b.dropout(activation(b, act, h), rate)
-    out = b.binary("add", b.einsum("becf,efd->becd", h, w2), b.reshape(b2, (n, 1, d)))
-    y = b.einsum("btec,becd->btd", combine, out)
+    out = b.binary("add", b.einsum("esf,efd->esd", h, w2), b.reshape(b2, (n, 1, d)))
+    out = b.reshape(out, (n, t.shape[0], slots, d))
+    y = b.einsum("btec,ebcd->btd", combine, out)
     aux = _aux_loss(b, c, logits, probs, choices[0], real, n)
     kept = b.reduce("reduce_sum", dispatch, (-1,), keepdims=False)  # [B, T, E]
     every = b.binary(
