@@ -11,18 +11,13 @@ work happens in one child process (`CHILD`)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from child_processes import on_forced_devices
 from tiny_specs import MOE_LM_SPEC
 
-from seqc.spec.parse_cache import ENV as PARSE_CACHE
-
-FLAGS = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"}
 MESHES = ("{data: 1}", "{expert: 2}", "{expert: 4}", "{data: 2, expert: 2}", "{data: 2}")
 
 CHILD = r"""
@@ -90,15 +85,7 @@ def child(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     words = ["abc", "bcd", "cde", "def", "efg", "fgh"]
     lines = [" ".join(words[(i + j) % 6] for j in range(3)) for i in range(200)]
     (folder / "train.txt").write_text("\n".join(lines) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(folder), json.dumps(MESHES)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=os.environ | FLAGS | {PARSE_CACHE: str(folder / "parse-cache")},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), folder
+    return on_forced_devices(CHILD, folder, str(folder), json.dumps(MESHES)), folder
 
 
 def test_expert_meshes_train_like_one_device(child: tuple[dict, Path]) -> None:

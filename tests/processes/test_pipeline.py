@@ -10,18 +10,13 @@ work happens in one child process (`CHILD`)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_processes import on_forced_devices
 from tiny_specs import PIPELINE_LM_SPEC
 
-from seqc.spec.parse_cache import ENV as PARSE_CACHE
-
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-FLAGS = {"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"}
 
 CHILD = r"""
 import json, shutil, sys
@@ -113,15 +108,7 @@ def child(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     words = ["abc", "bcd", "cde", "def", "efg", "fgh"]
     lines = [" ".join(words[(i + j) % 6] for j in range(3)) for i in range(200)]
     (folder / "train.txt").write_text("\n".join(lines) + "\n")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=os.environ | FLAGS | {PARSE_CACHE: str(folder / "parse-cache")},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), folder
+    return on_forced_devices(CHILD, folder, str(folder)), folder
 
 
 def test_pipelines_train_like_one_device(child: tuple[dict, Path]) -> None:
