@@ -167,6 +167,9 @@ class MirroredTfModel(TfModel):
 
     def _mirrored_impl(self, arrays: Any, weights: Any, lr: tf.Tensor) -> dict:
         strategy = self.distribution
+        # a mixture of experts' figures (`seqc.compiler.expert_terms`), averaged over the
+        # replicas by their shares of the tokens, as the loss is
+        figures = [n for n in self.task.train_criterion.output_names if n.startswith("moe.")]
 
         def replica(arrays: dict, weight: tf.Tensor) -> tuple[list, list]:
             ctx = tf.distribute.get_replica_context()
@@ -175,6 +178,7 @@ class MirroredTfModel(TfModel):
             metrics, grads = self.gradients(arrays, rng, weight)
             grads = ctx.all_reduce(SUM, grads)
             shares = [metrics["loss"] * weight, metrics["nll_sum"], metrics["tokens"]]
+            shares += [metrics[k] * weight for k in figures]
             return grads, ctx.all_reduce(SUM, shares)
 
         with strategy.scope():  # cross-replica context: the update writes every copy
@@ -182,8 +186,9 @@ class MirroredTfModel(TfModel):
             # Every replica holds the same sums: the update reads the first one's.
             first = lambda v: strategy.experimental_local_results(v)[0]  # noqa: E731
             norm = self.update([first(g) for g in grads], lr)
-        loss, nll_sum, tokens = (first(v) for v in sums)
-        return {"loss": loss, "nll_sum": nll_sum, "tokens": tokens, "grad_norm": norm}
+        loss, nll_sum, tokens, *shared = (first(v) for v in sums)
+        out = {"loss": loss, "nll_sum": nll_sum, "tokens": tokens, "grad_norm": norm}
+        return out | dict(zip(figures, shared, strict=True))
 
 
 def _local_replicas(distribution: tf.distribute.Strategy) -> list[int]:
