@@ -270,7 +270,12 @@ def test_default_within_range(item: tuple[KindSpec, ParamSpec]) -> None:
         ("block", "train", "log_every", "int >= 0"),
         ("block", "train", "clip_norm", "float >= 0"),
         ("block", "input", "buckets", "map[int > 0 | float > 0, int > 0]"),
-        ("block", "distribution", "mesh", 'map["stage" | "data" | "fsdp" | "model", int > 0]'),
+        (
+            "block",
+            "distribution",
+            "mesh",
+            'map["stage" | "data" | "fsdp" | "expert" | "model", int > 0]',
+        ),
         ("optimizer", "adam", "lr", "float >= 0 | schedule"),
         ("optimizer", "adam", "beta1", "float in [0, 1)"),
         ("optimizer", "adam", "eps", "float > 0"),
