@@ -3,7 +3,8 @@
 The mesh (`distribution.mesh`) names up to four axes besides pipeline stages: `data` (each
 device a slice of the batch), `fsdp` (params, gradients and optimizer state split in the ZeRO-3 /
 FSDP manner, the batch split too), `expert` (a mixture of experts' experts, GShard style: each
-device holds E / n of them and computes their slots; the batch is not split on it) and `model`
+device holds E / n of them; the batch is split on it too, and the tokens dispatched to an
+expert go to its device, an all-to-all that XLA makes from the layout the lowering asks for) and `model`
 (tensor parallel, Megatron style). A param's partition spec gives, per
 dimension, the mesh axis it is split on or None. Specs come from:
 
@@ -48,8 +49,9 @@ AXES = ("stage", "data", "fsdp", "expert", "model")
 """Mesh axes in the order the device array is laid out (the model axis innermost: its devices
 exchange the most, so they are neighbours; pipeline stages outermost: they exchange least,
 one micro-batch's activations at a time)."""
-BATCH_AXES = ("data", "fsdp")
-"""The axes the batch's rows are split over."""
+BATCH_AXES = ("data", "fsdp", "expert")
+"""The axes the batch's rows are split over. `expert` too, as GShard does: each device
+dispatches its own rows' tokens and an all-to-all takes them to their experts' devices."""
 
 Spec = tuple[str | None, ...]
 M = "model"

@@ -61,13 +61,19 @@ for mesh in meshes:
         _, grads = jax.jit(model._gradients)(
             state["params"], arrays, Noise(jax.random.PRNGKey(3), model._keeps))
         grads = {k: np.asarray(v).tolist() for k, v in grads.items()}
+    collectives = None
+    if not plan.trivial:  # the collectives XLA made of the step's program
+        arrays = model.sharded.put_batch(data[0].arrays)
+        lr = np.float32(learning_rate(task.train)(0))
+        text = model._train_step.lower(state, arrays, lr, model._keeps).compile().as_text()
+        collectives = {c: text.count(c + "(") for c in ("all-to-all", "all-reduce", "all-gather")}
     rate, steps = learning_rate(task.train), []
     for step, batch in enumerate(data):
         state, metrics = model.train_step(state, batch, rate(step))
         steps.append({k: np.asarray(v).tolist() for k, v in metrics.items()})
     w1 = state["params"]["blocks.0.mlp.w1"]
     held = [list(w1.shape), list(w1.addressable_shards[0].data.shape)]
-    out[mesh] = {"steps": steps, "grads": grads, "held": held}
+    out[mesh] = {"steps": steps, "grads": grads, "held": held, "collectives": collectives}
 
 args = ["train", str(spec), "-e", "tiny", "--no-progress", "--no-dev-eval", "--cache-dir",
         str(folder / "cache"), "--set", "train.steps=4", "--set", "train.log_every=1",
@@ -114,6 +120,15 @@ def test_each_device_holds_its_experts(child: tuple[dict, Path]) -> None:
     assert out["{expert: 4}"]["held"][1] == [1, 16, 32]
     assert out["{data: 2, expert: 2}"]["held"][1] == [2, 16, 32]
     assert out["{data: 2}"]["held"][1] == [4, 16, 32]
+
+
+def test_tokens_go_to_their_experts_by_all_to_all(child: tuple[dict, Path]) -> None:
+    """The batch is split on the expert axis too (GShard): the dispatched slots are laid out
+    by expert, which XLA turns into all-to-alls; without an expert axis, none."""
+    out = child[0]["meshes"]
+    for mesh in ("{expert: 2}", "{expert: 4}", "{data: 2, expert: 2}"):
+        assert out[mesh]["collectives"]["all-to-all"] > 0, (mesh, out[mesh]["collectives"])
+    assert out["{data: 2}"]["collectives"]["all-to-all"] == 0
 
 
 def test_a_run_logs_the_experts_figures(child: tuple[dict, Path]) -> None:

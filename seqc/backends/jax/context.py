@@ -46,6 +46,27 @@ class Ctx(interpret.Ctx):
     program: the trials of a sweep that differ only in dropout then compile one step, which a
     compilation cache shares between them (`seqc.run.sweep.compile_cache`)."""
     rates: tuple[float, ...] = ()
+    mesh: Any = None
+    """The step's `jax.sharding.Mesh` when it runs as one SPMD program over several devices
+    (None on one device, and inside `shard_map`, where each device runs its own program)."""
+
+    def laid_out(self, x: jax.Array, layout: tuple[str | None, ...]) -> jax.Array:
+        """`x` constrained to a layout by role (`seqc.compiler.lower.moe.LAYOUT`): "experts"
+        on the mesh's `expert` axis, "rows" on its other batch axes, None whole. The
+        identity without a mesh, or where the mesh has none of those axes."""
+        if self.mesh is None:
+            return x
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        from seqc.compiler.sharding import BATCH_AXES
+
+        live = {a for a, n in self.mesh.shape.items() if n > 1}
+        rows = tuple(a for a in BATCH_AXES if a in live and a != "expert") or None
+        roles = {"experts": "expert" if "expert" in live else None, "rows": rows, None: None}
+        spec = PartitionSpec(*(roles[r] for r in layout))
+        if all(s is None for s in spec):
+            return x
+        return jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec))
 
     def keep(self, rate: float) -> Any:
         """A dropout's keep probability: the step's argument for `rate`, or the constant."""

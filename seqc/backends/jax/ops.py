@@ -59,6 +59,15 @@ for _name, _f in {
 }.items():
     OPS[_name] = _unary(_f)
 
+
+@op("identity")
+def _identity(xs: list, attrs: dict, ctx: Ctx) -> jax.Array:
+    """The identity; with a `layout` attr (a mixture of experts' slots), the layout it asks
+    for on the step's mesh (`Ctx.laid_out`)."""
+    layout = attrs.get("layout")
+    return xs[0] if layout is None else ctx.laid_out(xs[0], layout)
+
+
 for _name, _g in {
     "add": jnp.add,
     "sub": jnp.subtract,

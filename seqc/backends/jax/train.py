@@ -139,6 +139,8 @@ class JaxModel:
         if isinstance(rng, Noise):
             rng, keeps = rng
         ctx = Ctx(rng=rng, training=training, compute_dtype=self.compute_dtype, rows=rows)
+        if self.sharded is not None and rows is None:  # one SPMD program (not `shard_map`)
+            ctx.mesh = self.sharded.mesh
         ctx.keeps, ctx.rates = keeps, self.dropout_rates
         graph = self.task.training_graph if training else self.graph
         return self.task.model_output(run_graph(graph, params, self.task.inputs(arrays), ctx))

@@ -99,12 +99,12 @@ def _moe(b: GraphBuilder, c: LayerCall) -> int:
     # each expert's slots of every row as one [rows * C, d] matrix: a plain batched matmul
     # over the experts (about a third faster on XLA's CPU than with rows as a batch axis)
     xin = b.einsum("btec,btd->ebcd", dispatch, x)
-    flat = b.reshape(xin, (n, f"{t.shape[0]}*{slots}", d))
+    flat = _by_expert(b, b.reshape(xin, (n, f"{t.shape[0]}*{slots}", d)))
     h = b.einsum("esd,edf->esf", flat, w1)
     h = b.binary("add", h, b.reshape(b1, (n, 1, ff)))
     h = b.dropout(activation(b, act, h), rate)
     out = b.binary("add", b.einsum("esf,efd->esd", h, w2), b.reshape(b2, (n, 1, d)))
-    out = b.reshape(out, (n, t.shape[0], slots, d))
+    out = b.reshape(_by_expert(b, out), (n, t.shape[0], slots, d))
     y = b.einsum("btec,ebcd->btd", combine, out)
     aux = _aux_loss(b, c, logits, probs, choices[0], real, n)
     kept = b.reduce("reduce_sum", dispatch, (-1,), keepdims=False)  # [B, T, E]
@@ -119,6 +119,19 @@ def _moe(b: GraphBuilder, c: LayerCall) -> int:
     load = b.binary("div", b.reduce("reduce_sum", chosen, (0, 1), keepdims=False), every)
     b.graph.experts.append(ExpertTerms(c.path, n, aux, dropped, load))
     return y
+
+
+LAYOUT = ("experts", "rows", None)
+"""How the experts' slots [E, B * C, d] lie on a mesh: the experts on the `expert` axis, the
+rows on the other batch axes (`seqc.backends.jax.context.Ctx.laid_out`)."""
+
+
+def _by_expert(b: GraphBuilder, x: int) -> int:
+    """`x` [E, B * C, d] marked to lie by expert on a mesh. The mark is an attr of an
+    identity op, which every backend but a sharded JAX step ignores: there it is a sharding
+    constraint, and since the batch arrives split by rows, XLA moves the dispatched tokens
+    to their experts' devices (an all-to-all) and the outputs back (GShard)."""
+    return b.typed_op("identity", (x,), {"layout": LAYOUT}, b.type(x))
 
 
 def _top_k(b: GraphBuilder, probs: int, k: int) -> list[int]:
