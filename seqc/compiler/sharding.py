@@ -4,9 +4,9 @@ The mesh (`distribution.mesh`) names up to four axes besides pipeline stages: `d
 device a slice of the batch), `fsdp` (params, gradients and optimizer state split in the ZeRO-3 /
 FSDP manner, the batch split too), `expert` (a mixture of experts' experts, GShard style: each
 device holds E / n of them; the batch is split on it too, and the tokens dispatched to an
-expert go to its device, an all-to-all that XLA makes from the layout the lowering asks for) and `model`
-(tensor parallel, Megatron style). A param's partition spec gives, per
-dimension, the mesh axis it is split on or None. Specs come from:
+expert go to its device, an all-to-all that XLA makes from the layout the lowering asks for)
+and `model` (tensor parallel, Megatron style). A param's partition spec gives, per dimension,
+the mesh axis it is split on or None. Specs come from:
 
 1. defaults per layer kind (`DEFAULTS`), which a user rarely needs to touch: q, k, v and the first
    feed-forward matrix split by columns on `model`, the attention output and the second
