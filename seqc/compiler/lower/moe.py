@@ -154,9 +154,11 @@ def _dispatch(b: GraphBuilder, x: int, chosen: int, slots: Dim) -> int:
     being the count of earlier tokens of its row routed to e (tokens past the last slot take
     none)."""
     t = b.type(chosen)
-    lower = b.cast(b.causal_mask(x, 1), "float32")  # [T, T]: 1 where s <= t
-    before = b.binary("sub", b.einsum("bse,ts->bte", chosen, lower), chosen)
-    slot_ids = b.cast(b.positions(b.fill(0.0, (slots,)), 0), "float32")  # [C]
+    # counted in int32: a bfloat16 step would count exactly only up to 256 tokens
+    mine = b.cast(chosen, "int32")
+    lower = b.cast(b.causal_mask(x, 1), "int32")  # [T, T]: 1 where s <= t
+    before = b.binary("sub", b.einsum("bse,ts->bte", mine, lower), mine)
+    slot_ids = b.positions(b.fill(0.0, (slots,)), 0)  # int32[C]
     at = b.binary("equal", b.reshape(before, (*t.shape, 1)), slot_ids)  # [B, T, E, C]
     return b.binary("mul", b.cast(at, "float32"), b.reshape(chosen, (*t.shape, 1)))
 
