@@ -15,7 +15,9 @@ one process each, in turn, on the same machine) and prints:
   window, which compiles, left out);
 - the fraction of token-to-expert assignments dropped by capacity, mean over the run's steps
   and both layers, at capacity factors 1.0, 1.25 (the MoE run) and 2.0 (`--cf-steps` steps
-  each).
+  each);
+- the MoE run exported as the example asks (ONNX int8, TFLite int8; `seqc export`, gated on
+  dev batches as every export is): each artifact's dev perplexity on the gate's batches.
 
 Run `python bench/moe.py` (about 20 minutes on 2 idle cores; `--steps 100 --cf-steps 40` for a
 look). Ends with `name: value` lines.
@@ -68,6 +70,16 @@ def dropped(records: list[dict]) -> float:
         v for r in records if r["split"] == "train" for k, v in r.items() if k.endswith(".dropped")
     ]
     return float(np.mean(values))
+
+
+def export(name: str, spec: tuple[str, str]) -> dict[str, dict]:
+    """`seqc export` of a bench run with the experiment's formats (ONNX int8, TFLite int8),
+    gated as any export is; each artifact's manifest."""
+    args = [sys.executable, "-m", "seqc.cli", "export", spec[0], "-e", spec[1], "--run-dir"]
+    args += [str(FOLDER / name), "--set", "distribution.placement=single"]
+    subprocess.run(args, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    found = sorted((FOLDER / name / "export").glob("*/manifest.json"))
+    return {m.parent.name: json.loads(m.read_text()) for m in found}
 
 
 def flops_per_token() -> dict[str, float]:
@@ -125,6 +137,7 @@ def main() -> None:
         "train.eval_every=0",
     )
     mid = [r for r in moe if r["split"] != "train" or r["step"] <= args.cf_steps]
+    artifacts = export("moe", MOE)
     print(
         f"FLOPs per token (training graph, cost model): dense {flops['dense']:.0f}, "
         f"MoE {flops['moe']:.0f} ({flops['moe'] / flops['dense']:.2f}x)"
@@ -151,6 +164,14 @@ def main() -> None:
         f"moe_dropped_cf_1_25: {dropped(mid):.4f}",
         f"moe_dropped_cf_2_0: {dropped(high):.4f}",
     ]
+    for name, m in artifacts.items():
+        ppl = m["quality"]["perplexity"]
+        print(
+            f"export {name}: dev perplexity {ppl:.2f} (the trained model on the same batches "
+            f"{m['reference_quality']['perplexity']:.2f}), max |logit error| "
+            f"{m['parity_max_abs_err']:.2e}"
+        )
+        lines.append(f"moe_{name.replace('-', '_')}_dev_ppl: {ppl:.2f}")
     print("\n".join(lines))
 
 
