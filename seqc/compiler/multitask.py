@@ -151,6 +151,8 @@ def rename_graph(graph: Graph, rename: Rename) -> Graph:
         outputs=list(graph.outputs),
         subgraphs={rename(k): rename_graph(v, rename) for k, v in graph.subgraphs.items()},
         head=head,
+        experts=[dataclasses.replace(t, layer=rename(t.layer)) for t in graph.experts],
+        output_names=graph.output_names,
     )
 
 

@@ -114,3 +114,15 @@ def test_an_expert_axis_over_a_dense_model_is_refused() -> None:
     assert result.exit_code != 0
     text = " ".join(result.output.split())
     assert "[no-experts]" in text and "has no MoE layer" in text, result.output
+
+
+def test_a_multitask_model_keeps_its_experts_when_renamed(tmp_path: Path) -> None:
+    """A task of a multi-task model is its graphs with every path renamed: the experts' terms
+    and the criterion's output names go along, or its training step would lose them."""
+    from seqc.compiler.multitask import rename_graph
+
+    task, _ = _compiled(tmp_path)
+    renamed = rename_graph(task.graph, lambda path: f"a.{path}")
+    assert [t.layer for t in renamed.experts] == ["a.blocks.0.mlp", "a.blocks.1.mlp"]
+    criterion = rename_graph(task.train_criterion, lambda path: f"a.{path}")
+    assert criterion.output_names == task.train_criterion.output_names
