@@ -2,10 +2,11 @@
 
 Why: a mixture of experts buys parameters without FLOPs per token. `lm.shakespeare.moe`
 (examples/lm/shakespeare_moe.seq) is `lm.shakespeare.quick` with each block's MLP (d 128 ->
-512 -> 128) replaced by 8 experts of width 256, 2 per token: the same MLP FLOPs per token
-(2 x 256 against 512; times the capacity factor 1.25 in training, plus the router and the
-dispatch), four times the MLP params. This bench trains both as a user does (`seqc train`,
-one process each, in turn, on the same machine) and prints:
+512 -> 128) replaced by 8 experts of width 128, 2 per token: two experts of 128 (times the
+capacity factor 1.25 in training) and the router and the dispatch cost what the MLP of 512
+costs (0.98x the dense training graph's FLOPs per token), with twice the MLP params. This
+bench trains both as a user does (`seqc train`, one process each, in turn, on the same
+machine) and prints:
 
 - FLOPs per token of each training graph (seqc's cost model, at the bucket's 32 x 64 tokens);
 - equal steps: dev perplexity of each after the quick model's 400 steps;
