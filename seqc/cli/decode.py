@@ -186,27 +186,10 @@ def read_speech_manifest(path: Path) -> list[Any]:
 
 
 def fuse(gen: Any, lm: Any, weight: float, bonus: float) -> None:
-    """Shallow fusion of the LM into the speech model's CTC beam search."""
-    from seqc.run.decoding.fusion import WordFusion
-    from seqc.run.lm.language_model import open_language_model
+    """Shallow fusion of the LM into the speech model's beam search (`fuse_into`)."""
+    from seqc.run.lm.language_model import fuse_into
 
-    if gen.transcriber is None:
-        raise UsageError(
-            "--lm fuses a word LM into a speech model's beam search; this model reads text",
-            code="not-speech",
-        )
-    from seqc.compiler.config import Beam
-
-    listen = gen.transcriber
-    if listen.logits is None and not isinstance(listen.strategy, Beam):
-        raise UsageError(
-            "shallow fusion works in beam search; this attention decoder decodes greedily",
-            code="fusion-needs-beam",
-            hint="--set TASK.decode=beam(width = 4) (a CTC model searches with a beam of "
-            "8 when its task decodes greedily)",
-        )
-    model = open_language_model(lm)
-    listen.fusion = WordFusion(model, gen.target_tokenizer, weight, bonus)
+    model = fuse_into(gen, lm, weight, bonus)
     err.print(
         f"fusing {model.name} ({model.scores} scores), lm_weight = {weight:g}, "
         f"length_bonus = {bonus:g}"

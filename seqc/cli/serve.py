@@ -81,6 +81,21 @@ def serve_cmd(
         list[str] | None,
         typer.Option("--cors", help="An origin browsers may call from (repeatable)."),
     ] = None,
+    lm: Annotated[
+        Path | None,
+        typer.Option(
+            "--lm",
+            help="An exported word LM to fuse into every speech model's beam search (as "
+            "seqc decode --artifact DIR --lm LM does).",
+            show_default=False,
+        ),
+    ] = None,
+    lm_weight: Annotated[
+        float, typer.Option("--lm-weight", help="Shallow fusion: the LM's weight.")
+    ] = 0.3,
+    length_bonus: Annotated[
+        float, typer.Option("--length-bonus", help="Shallow fusion: added per word.")
+    ] = 1.0,
 ) -> None:
     """Serve exported models over HTTP: the Open Inference Protocol (/v2), task routes for curl
     (/v1/models/NAME/translate, /generate, /transcribe, /score), /metrics, and a page at /."""
@@ -106,7 +121,7 @@ def serve_cmd(
         api_key=_api_key(api_key_file),
         cors_origins=tuple(cors or ()),
     )
-    _run(folders, names, config, host, port)
+    _run(folders, names, config, host, port, (lm, lm_weight, length_bonus))
 
 
 def _folders(paths: list[Path], experiment: str | None, run_dir: Path | None) -> list[Path]:
@@ -150,7 +165,14 @@ def _api_key(path: Path | None) -> str | None:
     return key
 
 
-def _run(folders: list[Path], names: list[str], config: object, host: str, port: int) -> None:
+def _run(
+    folders: list[Path],
+    names: list[str],
+    config: object,
+    host: str,
+    port: int,
+    fusion: tuple[Path | None, float, float] = (None, 0.0, 0.0),
+) -> None:
     import python_multipart  # noqa: F401  (Starlette's forms need it; missing: the extra to install)
     import uvicorn
 
@@ -169,6 +191,7 @@ def _run(folders: list[Path], names: list[str], config: object, host: str, port:
             )
         models[model.name] = model
         err.print(f"loaded {model.name}: {model.kind} ({', '.join(model.actions)}) from {folder}")
+    fuse_lm(models, *fusion)
     server = Server(models, config)  # type: ignore[arg-type]
     err.print(f"serving on http://{host}:{port} (ready once every model has warmed up)")
     # uvicorn drains on SIGTERM, then raises the signal again under the handler it found: a
@@ -176,6 +199,23 @@ def _run(folders: list[Path], names: list[str], config: object, host: str, port:
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(build_app(server), host=host, port=port, log_level="info", access_log=False)
     err.print("stopped: every request in flight was answered")
+
+
+def fuse_lm(models: dict, lm: Path | None, weight: float, bonus: float) -> None:
+    """`--lm`: the LM fused into every speech model served; refused when none is one."""
+    if lm is None:
+        return
+    speech = [m for m in models.values() if m.kind == "asr"]
+    if not speech:
+        raise UsageError(
+            f"--lm {lm} fuses a word LM into speech models' beam search, and none of the "
+            f"models served transcribes speech ({', '.join(models)})",
+            code="not-speech",
+            hint="serve a speech recogniser's artifact with it, or drop --lm",
+        )
+    for model in speech:
+        model.fuse(lm, weight, bonus)
+        err.print(f"{model.name}: fusing {lm} (lm_weight = {weight:g}, length_bonus = {bonus:g})")
 
 
 COMMANDS = {"serve": serve_cmd}

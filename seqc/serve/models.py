@@ -76,6 +76,21 @@ class ServedModel:
     ready: bool = False
     _score_fns: Any = None
     _lock: Any = None
+    fusion: dict[str, Any] | None = None
+    """The word LM fused into this speech model's beam search (`fuse`), as metadata shows it."""
+
+    def fuse(self, lm: Path, weight: float, bonus: float) -> None:
+        """Shallow fusion of an exported word LM into every transcript this model makes, as
+        `seqc decode --artifact DIR --lm LM` fuses it (`seqc.run.lm.language_model.fuse_into`)."""
+        from seqc.run.lm.language_model import LmSource, fuse_into
+
+        model = fuse_into(self._gen(), LmSource(artifact=lm), weight, bonus)
+        self.fusion = {
+            "lm": str(lm),
+            "scores": model.scores,
+            "lm_weight": weight,
+            "length_bonus": bonus,
+        }
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -274,6 +289,7 @@ class ServedModel:
                 "decode": strategy.to_json() if strategy is not None else None,
                 "scoring": m.get("scoring"),
                 "sample_rate": self.sample_rate if self.kind == "asr" else None,
+                "fusion": self.fusion,
             },
         }
 

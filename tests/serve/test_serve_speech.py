@@ -90,3 +90,45 @@ def test_audio_is_transcribed_as_seqc_decode_does(speech) -> None:
             await server.stop()
 
     asyncio.run(main())
+
+
+def test_a_served_recogniser_fuses_an_lm_as_seqc_decode_does(speech, arts) -> None:
+    """`seqc serve ASR --lm LM`: every transcript fuses the word LM as `seqc decode --artifact
+    ASR --lm LM` does (same weights, same transcripts), and the model's metadata says so; an
+    LM with no speech model to fuse into is refused."""
+    from seqc.cli.serve import fuse_lm
+    from seqc.spec.errors import UsageError
+
+    artifact, wavs = speech
+    lm = arts.artifact("lm")
+    knobs = ["--lm", str(lm), "--lm-weight", "0.8", "--length-bonus", "0.5"]
+    want = []
+    for wav in wavs:
+        result = runner.invoke(
+            cli, ["decode", "--artifact", str(artifact), "--input", str(wav), *knobs]
+        )
+        assert result.exit_code == 0, result.output
+        want.append(result.stdout.splitlines()[-1])
+    model = load_model(artifact, "numbers")
+    fuse_lm({"numbers": model}, lm, 0.8, 0.5)
+
+    async def main() -> None:
+        server = Server({"numbers": model}, ServeConfig())
+        transport = httpx.ASGITransport(app=build_app(server))
+        await server.start()
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://s") as c:
+                meta = (await c.get("/v2/models/numbers")).json()
+                fusion = meta["parameters"]["fusion"]
+                assert fusion["lm"] == str(lm) and fusion["lm_weight"] == 0.8
+                route = "/v1/models/numbers/transcribe"
+                for wav, text in zip(wavs, want, strict=True):
+                    headers = {"content-type": "audio/wav"}
+                    r = await c.post(route, content=wav.read_bytes(), headers=headers)
+                    assert r.status_code == 200 and r.json() == {"text": text}, r.text
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+    with pytest.raises(UsageError, match="none of the models served transcribes speech"):
+        fuse_lm({"lm": load_model(lm, "lm")}, lm, 0.8, 0.5)

@@ -362,3 +362,29 @@ def strategy_fusion(strategy: DecodeConfig | None, tokenizer: Tokenizer) -> Word
     if lm is None:
         lm = _OPEN[key] = open_language_model(lm_at(Path(strategy.lm)))
     return WordFusion(lm, tokenizer, strategy.lm_weight, strategy.length_bonus)
+
+
+def fuse_into(gen: Any, lm: LmSource, weight: float, bonus: float) -> LanguageModel:
+    """Shallow fusion of `lm` into a speech model's beam search: `gen`'s transcriber ranks by
+    its own score plus `weight * log p_LM + bonus` per word from now on (`seqc decode --lm`,
+    `seqc serve --lm`). A model that reads text, or an attention decoder set to decode
+    greedily, is a usage error."""
+    from seqc.compiler.config import Beam
+    from seqc.run.decoding.fusion import WordFusion
+
+    listen = gen.transcriber
+    if listen is None:
+        raise UsageError(
+            "--lm fuses a word LM into a speech model's beam search; this model reads text",
+            code="not-speech",
+        )
+    if listen.logits is None and not isinstance(listen.strategy, Beam):
+        raise UsageError(
+            "shallow fusion works in beam search; this attention decoder decodes greedily",
+            code="fusion-needs-beam",
+            hint="--set TASK.decode=beam(width = 4) (a CTC model searches with a beam of "
+            "8 when its task decodes greedily)",
+        )
+    model = open_language_model(lm)
+    listen.fusion = WordFusion(model, gen.target_tokenizer, weight, bonus)
+    return model
