@@ -207,3 +207,57 @@ def test_an_attention_decoders_nbest_is_merged_by_text_and_fused(tok: WordTokeni
     greedy = dataclasses.replace(listen, strategy=DecodeConfig.of(make_call("decode", "greedy")))
     with pytest.raises(UsageError, match="beam search"):
         greedy.nbest(np.zeros(1600, np.float32), 2)
+
+
+class TableTokenLM:
+    """log p(token | previous token) from a table of token ids; every query is recorded."""
+
+    def __init__(self, table: dict[tuple[int, int], float], floor: float = 0.01) -> None:
+        self.table, self.floor = table, floor
+        self.queries: list[tuple[tuple[int, ...], int]] = []
+
+    def extend_ids(self, history: tuple[int, ...], labels: Sequence[int]) -> list[float]:
+        before = history[-1] if history else -1
+        self.queries.extend((history, t) for t in labels)
+        return [math.log(self.table.get((before, t), self.floor)) for t in labels]
+
+    def forget(self) -> None:
+        pass
+
+
+def test_an_lm_of_the_recognisers_own_tokens_is_fused_at_every_token(tok: WordTokenizer) -> None:
+    """A subword LM (here: over the same vocabulary) scores each token as it is appended, so
+    it moves the search as a word LM does, and the fused score is the acoustic one plus the
+    weighted LM log-probability of every token and of the end, and the bonus per word."""
+    from seqc.run.decoding.fusion import TokenFusion
+
+    a, b, c = (tok.encode(w)[0] for w in "abc")
+    end = tok.eos_id
+    lm = TableTokenLM({(-1, a): 0.5, (a, c): 0.9, (a, b): 0.05, (b, end): 0.8, (c, end): 0.8})
+    logp = _frames(tok, [{"a": 0.9}, {}, {"b": 0.55, "c": 0.45}, {}])
+    assert _decode(tok, logp, TokenFusion(lm, tok, 0.0)) == "a b"
+    assert _decode(tok, logp, TokenFusion(lm, tok, 0.5)) == "a c"
+    clear = _frames(tok, [{"a": 0.9}, {}, {"b": 0.8}, {}])
+    plain = dict((tuple(i), s) for i, s in ctc_prefix_beam_nbest(clear, 4, width=64))
+    lm.queries.clear()
+    fused = ctc_prefix_beam_nbest(clear, 4, width=64, bonus=TokenFusion(lm, tok, 0.3, 2.0))
+    ids, score = fused[0]
+    assert tok.decode(ids) == "a b"
+    lm_part = math.log(0.5) + math.log(0.05) + math.log(0.8)
+    assert score == pytest.approx(plain[tuple(ids)] + 0.3 * lm_part + 2.0 * 2, abs=1e-9)
+    # each prefix asks once per token it is extended by, however many frames it lives
+    assert len(lm.queries) == len(set(lm.queries))
+
+
+def test_the_fusion_follows_the_lms_vocabulary(tok: WordTokenizer) -> None:
+    """An LM that shares the recogniser's tokenizer is fused at every token; another, at word
+    boundaries (`fusion_of`)."""
+    from types import SimpleNamespace
+
+    from seqc.run.decoding.fusion import TokenFusion
+    from seqc.run.lm.language_model import fusion_of
+
+    same = SimpleNamespace(tokenizer=tok)
+    other = SimpleNamespace(tokenizer=WordTokenizer.fit(["a b c d"]))
+    assert isinstance(fusion_of(same, tok, 0.3, 1.0), TokenFusion)  # type: ignore[arg-type]
+    assert isinstance(fusion_of(other, tok, 0.3, 1.0), WordFusion)  # type: ignore[arg-type]

@@ -12,7 +12,12 @@ alone, which is what lets prefixes that merge in the CTC search keep one score
 
 How a token "starts a word" is read off the tokenizer, not its kind: token t starts a word when
 the text of (a word, t) puts a space before t's text. A character vocabulary, whose space is a
-token of its own, is refused: fuse a character model with a character LM instead (not built).
+token of its own, is refused for a word LM.
+
+An LM over the recogniser's own vocabulary (a subword LM of the same SentencePiece model, or a
+character LM of a character recogniser) is fused at every token instead (`TokenFusion`): each
+token a prefix appends gains `lm_weight * log p_LM(token | the prefix)`, with `length_bonus`
+per word as above. `seqc.run.lm.language_model.fusion_of` picks the one that fits.
 """
 
 from __future__ import annotations
@@ -29,6 +34,14 @@ if TYPE_CHECKING:
     from seqc.data.tokenizers import Tokenizer
 
 END = "</s>"
+
+
+class TokenScorer(Protocol):
+    """log-scores of tokens after a history of tokens (`LanguageModel.extend_ids`)."""
+
+    def extend_ids(self, history: tuple[int, ...], labels: Sequence[int]) -> list[float]: ...
+
+    def forget(self) -> None: ...
 
 
 class WordScorer(Protocol):
@@ -127,4 +140,58 @@ class WordFusion:
         """Before the next utterance: its prefixes share nothing with this one's."""
         self._words.clear()
         self._complete.clear()
+        self.lm.forget()
+
+
+@dataclass
+class TokenFusion:
+    """The bonus of shallow fusion with a subword LM over the recogniser's own vocabulary (a
+    `PrefixBonus`): every token a prefix appends gains `lm_weight * log p_LM(token | the
+    prefix)`, and one that starts a word `length_bonus`; a labelling that ends gains
+    `lm_weight * log p_LM(</s> | it)`. Each prefix's scores are asked once, for the tokens
+    the search tries after it (`fusion_of` picks this where the tokenizers are one)."""
+
+    lm: TokenScorer
+    tokenizer: Tokenizer
+    lm_weight: float
+    length_bonus: float = 0.0
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    _scores: dict[tuple[int, ...], dict[int, float]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.starts.size == 0:
+            try:
+                self.starts = word_starts(self.tokenizer)
+            except UsageError:  # characters: a word starts after the space token
+                spaces = [self.tokenizer.decode([t]).isspace() for t in range(self.vocab)]
+                self.starts = np.asarray(spaces, bool)
+
+    @property
+    def vocab(self) -> int:
+        return int(self.tokenizer.vocab_size)
+
+    def _after(self, prefix: tuple[int, ...], tokens: Sequence[int]) -> list[float]:
+        known = self._scores.setdefault(prefix, {})
+        missing = [t for t in dict.fromkeys(tokens) if t not in known]
+        if missing:
+            known.update(zip(missing, self.lm.extend_ids(prefix, missing), strict=True))
+        return [known[t] for t in tokens]
+
+    def extension(self, prefix: tuple[int, ...], tokens: np.ndarray) -> np.ndarray:
+        out = np.zeros(tokens.shape, np.float64)
+        # ids past the tokenizer's (a model's output may be wider) are no token of the LM's
+        inside = tokens < self.starts.size
+        if inside.any():
+            ids = [int(t) for t in tokens[inside]]
+            scores = np.asarray(self._after(prefix, ids), np.float64)
+            out[inside] = self.lm_weight * scores + self.length_bonus * self.starts[ids]
+        return out
+
+    def final(self, prefix: tuple[int, ...]) -> float:
+        (end,) = self._after(prefix, [self.tokenizer.eos_id])
+        return self.lm_weight * end
+
+    def reset(self) -> None:
+        """Before the next utterance: its prefixes share nothing with this one's."""
+        self._scores.clear()
         self.lm.forget()

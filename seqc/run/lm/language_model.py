@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from seqc.compiler.config import DecodeConfig
     from seqc.compiler.step_signature import StepSignature
     from seqc.data.tokenizers import Tokenizer
-    from seqc.run.decoding.fusion import WordFusion
+    from seqc.run.decoding.fusion import TokenFusion, WordFusion
     from seqc.run.weights.restore import Source
 
 NORMALIZED, RAW = "normalized", "raw"
@@ -144,22 +144,27 @@ class LanguageModel:
         # past the caches' history, the last words alone (a hypothesis that long is garbage
         # a young recogniser's beam holds; an LM's context this long barely moves a score)
         key = self._history_ids(history[-(HISTORY - 1) :])
+        ids = [self.tokenizer.eos_id if w == "</s>" else self._word_id(w) for w in words]
+        return self.extend_ids(key, ids)
+
+    def extend_ids(self, history: tuple[int, ...], labels: Sequence[int]) -> list[float]:
+        """`extend` over token ids: the log-score of each of `labels` after the tokens
+        `history` (their last HISTORY - 1). What a subword LM fused at every token of a
+        recogniser with its vocabulary asks (`seqc.run.decoding.fusion.TokenFusion`)."""
+        key = tuple(int(i) for i in history[-(HISTORY - 1) :])
         state = self._state(key)
-        labels = np.asarray(
-            [[self.tokenizer.eos_id if w == "</s>" else self._word_id(w)] for w in words],
-            np.int32,
-        )
-        rows = len(words)
+        rows = len(labels)
         if rows == 0:
             return []
+        column = np.asarray([[int(i)] for i in labels], np.int32)
         caches = {
             k: _repeat(v, self.sig.batch_axis(self.sig.caches[k][0]), rows)
             for k, v in state.caches.items()
         }
         token = np.full((rows, 1), state.last, np.int32)
-        scored, after = self._step(token, labels, state.pos, caches)
+        scored, after = self._step(token, column, state.pos, caches)
         self.words_scored += rows
-        self._keep(key, state, labels[:, 0], after)
+        self._keep(key, state, column[:, 0], after)
         return [float(s) for s in scored]
 
     def _word_id(self, word: str) -> int:
@@ -350,10 +355,11 @@ _OPEN: dict[str, LanguageModel] = {}
 """LMs a strategy named, by path: a run's dev evaluations open the same one each time."""
 
 
-def strategy_fusion(strategy: DecodeConfig | None, tokenizer: Tokenizer) -> WordFusion | None:
+def strategy_fusion(
+    strategy: DecodeConfig | None, tokenizer: Tokenizer
+) -> WordFusion | TokenFusion | None:
     """The shallow fusion a task's `decode = beam(lm = ...)` asks for, or None."""
     from seqc.compiler.config import Beam
-    from seqc.run.decoding.fusion import WordFusion
 
     if not isinstance(strategy, Beam) or strategy.lm is None:
         return None
@@ -361,7 +367,21 @@ def strategy_fusion(strategy: DecodeConfig | None, tokenizer: Tokenizer) -> Word
     lm = _OPEN.get(key)
     if lm is None:
         lm = _OPEN[key] = open_language_model(lm_at(Path(strategy.lm)))
-    return WordFusion(lm, tokenizer, strategy.lm_weight, strategy.length_bonus)
+    return fusion_of(lm, tokenizer, strategy.lm_weight, strategy.length_bonus)
+
+
+def fusion_of(
+    lm: LanguageModel, tokenizer: Tokenizer, weight: float, bonus: float
+) -> WordFusion | TokenFusion:
+    """How `lm` fuses into a recogniser with `tokenizer`: at every token where it shares the
+    recogniser's vocabulary (a subword LM of the same SentencePiece model), else a word LM at
+    word boundaries (`seqc.run.decoding.fusion`)."""
+    from seqc.data.tokenizers import same_tokenizer
+    from seqc.run.decoding.fusion import TokenFusion, WordFusion
+
+    if same_tokenizer(lm.tokenizer, tokenizer):
+        return TokenFusion(lm, tokenizer, weight, bonus)
+    return WordFusion(lm, tokenizer, weight, bonus)
 
 
 def fuse_into(gen: Any, lm: LmSource, weight: float, bonus: float) -> LanguageModel:
@@ -370,7 +390,6 @@ def fuse_into(gen: Any, lm: LmSource, weight: float, bonus: float) -> LanguageMo
     `seqc serve --lm`). A model that reads text, or an attention decoder set to decode
     greedily, is a usage error."""
     from seqc.compiler.config import Beam
-    from seqc.run.decoding.fusion import WordFusion
 
     listen = gen.transcriber
     if listen is None:
@@ -386,5 +405,5 @@ def fuse_into(gen: Any, lm: LmSource, weight: float, bonus: float) -> LanguageMo
             "8 when its task decodes greedily)",
         )
     model = open_language_model(lm)
-    listen.fusion = WordFusion(model, gen.target_tokenizer, weight, bonus)
+    listen.fusion = fusion_of(model, gen.target_tokenizer, weight, bonus)
     return model
