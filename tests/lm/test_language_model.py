@@ -88,7 +88,7 @@ def test_prefix_extensions_add_up_to_the_sentence(run: Source) -> None:
     total += lm.extend(tuple(words), ["</s>"])[0]
     assert total == pytest.approx(whole, abs=1e-4)
     # the same over token ids, as a subword LM fused at every token asks (`TokenFusion`)
-    ids = lm.ids(words)
+    ids = [lm.ids([w])[0] for w in words]  # one token each ("words" of one character)
     by_ids = sum(lm.extend_ids(tuple(ids[:i]), [t])[0] for i, t in enumerate(ids))
     by_ids += lm.extend_ids(tuple(ids), [lm.tokenizer.eos_id])[0]
     assert by_ids == pytest.approx(whole, abs=1e-4)
