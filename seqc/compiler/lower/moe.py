@@ -45,7 +45,7 @@ from seqc.compiler.lower.call import LayerCall, activation, lowering
 def capacity(tokens: Dim, factor: float, top_k: int, experts: int) -> Dim:
     """Slots per expert for a group of `tokens` tokens: ceil(factor * top_k * tokens / experts),
     an int, or a dim expression in the group's symbolic length that backends size when the
-    step runs (`seqc.compiler.dims`)."""
+    step runs (`seqc.backends.dims`)."""
     share = Fraction(factor).limit_denominator(1000) * top_k / experts
     p, q = share.numerator, share.denominator
     if isinstance(tokens, int):
