@@ -61,8 +61,16 @@ def weight_bytes(model: onnx.ModelProto) -> int:
     )
 
 
+DENSE = [spec for spec in SPECS if "moe" not in spec]
+"""The examples but the mixture of experts: with random weights its router's probabilities are
+nearly even, so int8's small errors upstream flip its top-k choices and move the logits far
+(0.11 dynamic, 0.17 static, with the router kept float), which says nothing of a trained one.
+The trained MoE LM's int8 exports are measured instead (`bench/moe.py`: dev perplexity 66.17
+ONNX int8 against 66.10 on the export gate's batches)."""
+
+
 @pytest.mark.parametrize("recipe", ["dynamic", "static"])
-@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("spec", DENSE)
 def test_int8_model_runs_smaller_and_close(spec: str, recipe: str, tmp_path: Path) -> None:
     graph, _, model = example(spec)
     src, dst = tmp_path / "fp32.onnx", tmp_path / "int8.onnx"

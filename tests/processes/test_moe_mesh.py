@@ -1,5 +1,5 @@
-"""Mixture of experts on an `expert` mesh axis, on four forced CPU devices: {expert: 2},
-{expert: 4} and {data: 2, expert: 2} give one device's losses, gradient norms and experts'
+"""Mixture of experts on an `expert` mesh axis, on four forced CPU devices: {expert: 2} and
+{data: 2, expert: 2} give one device's losses, gradient norms and experts'
 figures per step (1e-5), and on {data: 2, expert: 2} every gradient; each device holds
 E / n experts' weights; a pure {data: 2} run (each replica its own rows, the experts' losses
 averaged as the loss is) stays within 1e-3 and reports the figures; and `seqc train` on
@@ -18,7 +18,7 @@ import pytest
 from child_processes import on_forced_devices
 from tiny_specs import MOE_LM_SPEC
 
-MESHES = ("{data: 1}", "{expert: 2}", "{expert: 4}", "{data: 2, expert: 2}", "{data: 2}")
+MESHES = ("{data: 1}", "{expert: 2}", "{data: 2, expert: 2}", "{data: 2}")
 
 CHILD = r"""
 import json, sys
@@ -61,16 +61,20 @@ for mesh in meshes:
         _, grads = jax.jit(model._gradients)(
             state["params"], arrays, Noise(jax.random.PRNGKey(3), model._keeps))
         grads = {k: np.asarray(v).tolist() for k, v in grads.items()}
-    collectives = None
-    if not plan.trivial:  # the collectives XLA made of the step's program
-        arrays = model.sharded.put_batch(data[0].arrays)
-        lr = np.float32(learning_rate(task.train)(0))
-        text = model._train_step.lower(state, arrays, lr, model._keeps).compile().as_text()
+    rate, steps, collectives = learning_rate(task.train), [], None
+    if plan.trivial:
+        for step, batch in enumerate(data):
+            state, metrics = model.train_step(state, batch, rate(step))
+            steps.append({k: np.asarray(v).tolist() for k, v in metrics.items()})
+    else:  # compiled once, ahead of time: its text shows the collectives XLA made
+        arrays = [model.sharded.put_batch(b.arrays) for b in data]
+        lr = np.float32(rate(0))
+        compiled = model._train_step.lower(state, arrays[0], lr, model._keeps).compile()
+        text = compiled.as_text()
         collectives = {c: text.count(c + "(") for c in ("all-to-all", "all-reduce", "all-gather")}
-    rate, steps = learning_rate(task.train), []
-    for step, batch in enumerate(data):
-        state, metrics = model.train_step(state, batch, rate(step))
-        steps.append({k: np.asarray(v).tolist() for k, v in metrics.items()})
+        for step, a in enumerate(arrays):
+            state, metrics = compiled(state, a, np.float32(rate(step)), model._keeps)
+            steps.append({k: np.asarray(v).tolist() for k, v in metrics.items()})
     w1 = state["params"]["blocks.0.mlp.w1"]
     held = [list(w1.shape), list(w1.addressable_shards[0].data.shape)]
     out[mesh] = {"steps": steps, "grads": grads, "held": held, "collectives": collectives}
@@ -97,7 +101,7 @@ def child(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
 def test_expert_meshes_train_like_one_device(child: tuple[dict, Path]) -> None:
     out = child[0]["meshes"]
     base = out["{data: 1}"]["steps"]
-    for mesh in ("{expert: 2}", "{expert: 4}", "{data: 2, expert: 2}", "{data: 2}"):
+    for mesh in ("{expert: 2}", "{data: 2, expert: 2}", "{data: 2}"):
         for step, (want, got) in enumerate(zip(base, out[mesh]["steps"], strict=True)):
             for key in ("loss", "grad_norm", *(k for k in want if k.startswith("moe."))):
                 # on {data: 2} each replica balances its own rows' experts: the aux loss is a
@@ -117,7 +121,6 @@ def test_each_device_holds_its_experts(child: tuple[dict, Path]) -> None:
     out = child[0]["meshes"]
     assert out["{data: 1}"]["held"] == [[4, 16, 32], [4, 16, 32]]
     assert out["{expert: 2}"]["held"][1] == [2, 16, 32]
-    assert out["{expert: 4}"]["held"][1] == [1, 16, 32]
     assert out["{data: 2, expert: 2}"]["held"][1] == [2, 16, 32]
     assert out["{data: 2}"]["held"][1] == [4, 16, 32]
 
@@ -126,7 +129,7 @@ def test_tokens_go_to_their_experts_by_all_to_all(child: tuple[dict, Path]) -> N
     """The batch is split on the expert axis too (GShard): the dispatched slots are laid out
     by expert, which XLA turns into all-to-alls; without an expert axis, none."""
     out = child[0]["meshes"]
-    for mesh in ("{expert: 2}", "{expert: 4}", "{data: 2, expert: 2}"):
+    for mesh in ("{expert: 2}", "{data: 2, expert: 2}"):
         assert out[mesh]["collectives"]["all-to-all"] > 0, (mesh, out[mesh]["collectives"])
     assert out["{data: 2}"]["collectives"]["all-to-all"] == 0
 
