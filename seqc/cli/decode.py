@@ -19,11 +19,13 @@ from seqc.backends import registry
 from seqc.cli.console import ConsoleReporter, err, out
 from seqc.cli.guard import guarded
 from seqc.cli.lm_options import (
+    LengthBonusOpt,
     LmExperimentOpt,
     LmOpt,
     LmRunDirOpt,
     LmScoresOpt,
     LmSpecOpt,
+    LmWeightOpt,
     lm_source,
 )
 from seqc.cli.options import (
@@ -104,12 +106,8 @@ def decode_cmd(
     lm_experiment: LmExperimentOpt = None,
     lm_run_dir: LmRunDirOpt = None,
     lm_scores: LmScoresOpt = None,
-    lm_weight: Annotated[
-        float, typer.Option("--lm-weight", help="Shallow fusion: the LM's weight.")
-    ] = 0.3,
-    length_bonus: Annotated[
-        float, typer.Option("--length-bonus", help="Shallow fusion: added per word.")
-    ] = 1.0,
+    lm_weight: LmWeightOpt = 0.3,
+    length_bonus: LengthBonusOpt = 1.0,
 ) -> None:
     """Generate with the task's decode strategy, from a file or an interactive prompt; a
     speech model transcribes the wav file given as --input.

@@ -48,6 +48,11 @@ LmScoresOpt = Annotated[
     ),
 ]
 
+LmWeightOpt = Annotated[float, typer.Option("--lm-weight", help="Shallow fusion: the LM's weight.")]
+LengthBonusOpt = Annotated[
+    float, typer.Option("--length-bonus", help="Shallow fusion: added per word.")
+]
+
 
 def lm_source(
     artifact: Path | None,

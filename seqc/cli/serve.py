@@ -18,6 +18,7 @@ import typer
 
 from seqc.cli.console import err
 from seqc.cli.guard import guarded
+from seqc.cli.lm_options import LengthBonusOpt, LmWeightOpt
 from seqc.cli.options import OptionalExpOpt, RunDirOpt
 from seqc.serve import config as defaults
 from seqc.spec.errors import FileError, UsageError
@@ -90,12 +91,8 @@ def serve_cmd(
             show_default=False,
         ),
     ] = None,
-    lm_weight: Annotated[
-        float, typer.Option("--lm-weight", help="Shallow fusion: the LM's weight.")
-    ] = 0.3,
-    length_bonus: Annotated[
-        float, typer.Option("--length-bonus", help="Shallow fusion: added per word.")
-    ] = 1.0,
+    lm_weight: LmWeightOpt = 0.3,
+    length_bonus: LengthBonusOpt = 1.0,
 ) -> None:
     """Serve exported models over HTTP: the Open Inference Protocol (/v2), task routes for curl
     (/v1/models/NAME/translate, /generate, /transcribe, /score), /metrics, and a page at /."""
