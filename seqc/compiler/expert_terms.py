@@ -33,9 +33,18 @@ class WithExperts:
     terms: tuple[Any, ...]
 
 
+PREFIX = "moe."
+"""What the experts' metrics' names begin with (`metric_name`)."""
+
+
 def metric_name(layer: str, what: str) -> str:
     """The metric of one layer's figure: `moe.blocks.0.mlp.dropped`."""
-    return f"moe.{layer}.{what}"
+    return f"{PREFIX}{layer}.{what}"
+
+
+def is_figure(name: str) -> bool:
+    """Whether a step's metric is one of the experts' figures."""
+    return name.startswith(PREFIX)
 
 
 def input_name(i: int) -> str:

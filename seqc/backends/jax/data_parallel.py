@@ -29,6 +29,7 @@ import numpy as np
 from jax.sharding import PartitionSpec
 
 from seqc.backends.jax.mesh import Sharded
+from seqc.compiler.expert_terms import is_figure
 
 Objective = Callable[[dict, dict, Any, tuple], tuple[jax.Array, dict]]
 """(params, arrays, rng, rows) -> (loss, criterion outputs), `rows` = (index, count) of this
@@ -74,7 +75,7 @@ def gradients(
         leaves, tree = jax.tree.flatten(grads)
         # a mixture of experts' figures (`seqc.compiler.expert_terms`): averaged over the
         # replicas as the loss is, weighted by their tokens
-        figures = sorted(k for k in out if k.startswith("moe."))
+        figures = sorted(k for k in out if is_figure(k))
         shares = [(out[k] * weight).astype(jnp.float32).ravel() for k in figures]
         sums = jnp.stack([loss_total, out["nll_sum"], out["tokens"], weight]).astype(jnp.float32)
         flat = jnp.concatenate([g.astype(jnp.float32).ravel() for g in leaves] + shares + [sums])

@@ -36,6 +36,7 @@ from seqc.backends.tf.devices import replicas
 from seqc.backends.tf.train import TfModel
 from seqc.compiler.compile import CompiledTask
 from seqc.compiler.config import TrainConfig
+from seqc.compiler.expert_terms import is_figure
 from seqc.compiler.sharding import ShardingPlan, check_devices
 from seqc.spec.errors import DeviceError, UsageError
 
@@ -169,7 +170,7 @@ class MirroredTfModel(TfModel):
         strategy = self.distribution
         # a mixture of experts' figures (`seqc.compiler.expert_terms`), averaged over the
         # replicas by their shares of the tokens, as the loss is
-        figures = [n for n in self.task.train_criterion.output_names if n.startswith("moe.")]
+        figures = [n for n in self.task.train_criterion.output_names if is_figure(n)]
 
         def replica(arrays: dict, weight: tf.Tensor) -> tuple[list, list]:
             ctx = tf.distribute.get_replica_context()

@@ -35,6 +35,7 @@ from seqc.backends.api import (
     NoSpace,
     fetch,
 )
+from seqc.compiler.expert_terms import is_figure
 from seqc.compiler.placement.plan import Placement
 from seqc.compiler.sharding import ShardingPlan
 from seqc.run.report import NoProgress, PlainReporter, Reporter
@@ -411,7 +412,7 @@ def expert_figures(metrics: dict[str, Any]) -> dict[str, Any]:
     experts' loads a list."""
     out: dict[str, Any] = {}
     for k, v in metrics.items():
-        if k.startswith("moe."):
+        if is_figure(k):
             a = np.asarray(v, np.float64)
             out[k] = float(a) if a.ndim == 0 else [round(float(x), 6) for x in a.ravel()]
     return out
