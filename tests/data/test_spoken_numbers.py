@@ -161,6 +161,56 @@ def test_engine_commands_speak_the_phrase_file(tmp_path: Path) -> None:
     assert flite.effects() == ["pitch", "-120"] and voices.TEST.effects() == []
     espeak = voices.Voice("espeak-ng", "en-gb+klatt3", rate=150, pitch=40)
     assert espeak.settings() == {"rate": 150, "pitch": 40} and espeak.effects() == []
+    pitched = voices.Voice("flite", "kal", stretch=1.0, f0=210)
+    assert pitched.command(text, out, tools)[-6:-4] == ["--setf", "int_f0_target_mean=210"]
+    assert pitched.settings() == {"stretch": 1.0, "f0": 210}
+    assert voices.Voice("piper", "joe", pitch=-90, stretch=1.1).effects() == ["pitch", "-90"]
+
+
+def test_the_training_pool_draws_every_engine_and_holds_the_test_voices_out() -> None:
+    drawn = [voices.training_voice(np.random.default_rng([7, i])) for i in range(400)]
+    engines = {v.engine: 0 for v in drawn}
+    for v in drawn:
+        engines[v.engine] += 1
+    assert set(engines) == {"espeak-ng", "flite", "piper"} and engines["piper"] > 20
+    flite = [v for v in drawn if v.engine == "flite"]
+    assert all((v.f0 is None) == (v.voice not in voices.FLITE_F0_VOICES) for v in flite)
+    f0s = [v.f0 for v in flite if v.f0 is not None]
+    assert min(f0s) < 120 and max(f0s) > 200  # a man's pitch to a woman's
+    assert all(v.voice != voices.TEST_VOICE and v.engine != "festival" for v in drawn)
+
+
+def _f0(wav: Path) -> float:
+    """The median pitch of an utterance's voiced frames, by autocorrelation."""
+    x = read_wav(wav).astype(np.float64)
+    frame, hop, pitches = 640, 160, []
+    for start in range(0, len(x) - frame, hop):
+        seg = x[start : start + frame] - x[start : start + frame].mean()
+        if np.sqrt((seg**2).mean()) < 300:
+            continue
+        ac = np.correlate(seg, seg, "full")[frame - 1 :]
+        lag = 40 + int(np.argmax(ac[40:267]))  # 60-400 Hz at 16 kHz
+        if ac[lag] > 0.4 * ac[0]:
+            pitches.append(16_000 / lag)
+    return float(np.median(pitches))
+
+
+@needs_voices
+def test_flite_speaks_at_the_pitch_asked_and_piper_the_same_bytes_twice(tmp_path: Path) -> None:
+    tools = speech.find_tools("spoken-numbers")
+    text = "four thousand three hundred and twelve"
+    low, high = voices.Voice("flite", "awb", f0=100), voices.Voice("flite", "awb", f0=220)
+    said = {}
+    for name, voice in {"low": low, "high": high}.items():
+        said[name] = speech.synthesise(f"{name}.wav", text, voice, tmp_path, tools, {})
+    assert abs(_f0(tmp_path / "low.wav") - 100) < 15 and abs(_f0(tmp_path / "high.wav") - 220) < 25
+    assert said["high"]["f0"] == 220 and said["high"]["voice"] == "flite:awb"
+    slow, fast = (voices.Voice("piper", "joe", stretch=s) for s in (1.2, 0.85))
+    first = speech.synthesise("a.wav", text, slow, tmp_path, tools, {})
+    again = speech.synthesise("b.wav", text, slow, tmp_path, tools, {})
+    quick = speech.synthesise("c.wav", text, fast, tmp_path, tools, {})
+    assert first["sha256"] == again["sha256"] and first["engine"] == "piper"
+    assert quick["duration"] < first["duration"] * 0.95  # silences do not scale
 
 
 def test_a_corpus_of_another_recipe_is_built_again(tmp_path: Path) -> None:

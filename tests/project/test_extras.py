@@ -13,7 +13,7 @@ from pathlib import Path
 from seqc.cli.extras import EXTRAS
 
 ROOT = Path(__file__).resolve().parents[2]
-DISTRIBUTION = {"orbax": "orbax-checkpoint", "tensorflow": "tensorflow-cpu"}
+DISTRIBUTION = {"orbax": "orbax-checkpoint", "tensorflow": "tensorflow-cpu", "piper": "piper-tts"}
 """Import names whose distribution is called otherwise (`ai_edge_litert` -> `ai-edge-litert`
 follows the rule)."""
 

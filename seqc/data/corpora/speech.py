@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from seqc.data.corpora import voices
+from seqc.data.corpora import neural_voice, voices
 from seqc.data.corpora.voices import Voice
 from seqc.data.errors import DataError
 
@@ -57,7 +57,8 @@ def voice_pool() -> dict[str, list[str]]:
     """The voices of each split, for a manifest."""
     return {
         "train_dev": [f"espeak-ng:{v}" for v in voices.ESPEAK_ACCENTS]
-        + [f"flite:{v}" for v in voices.FLITE_VOICES],
+        + [f"flite:{v}" for v in voices.FLITE_VOICES]
+        + [f"piper:{neural_voice.VOICE}"],
         "espeak_variants": [v for v in voices.ESPEAK_VARIANTS if v],
         "test": [voices.TEST.speaker],
         "festival (evaluation only)": [f"festival:{v}" for v in voices.FESTIVAL_VOICES],
@@ -73,7 +74,7 @@ def find_tools(corpus: str) -> dict[str, str]:
         listed = ", ".join(f"`{t}`" for t in missing)
         raise DataError(
             f"{listed} {'is' if len(missing) == 1 else 'are'} not installed: the {corpus} "
-            "corpus is spoken by espeak-ng, flite and Festival and resampled by sox",
+            "corpus is spoken by espeak-ng, flite, Festival and Piper and resampled by sox",
             code="source-unavailable",
             expected=f"the programs {', '.join(voices.TOOLS)} on the PATH",
             found=f"no {', '.join(missing)}",
@@ -96,9 +97,8 @@ def synthesise(
     last."""
     out = folder / audio
     with tempfile.TemporaryDirectory(prefix="seqc-tts-") as tmp:
-        raw, text_file = Path(tmp) / "raw.wav", Path(tmp) / "text.txt"
-        text_file.write_text(text + "\n", encoding="utf-8")
-        voices.run(speech.command(text_file, raw, tools), f"{speech.engine} ({speech.voice})")
+        raw = Path(tmp) / "raw.wav"
+        speech.speak(text, raw, tools)
         resample = [str(raw), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(out)]
         level = ["gain", "-n", str(PEAK_DB)]
         voices.run([tools["sox"], "-D", *resample, *speech.effects(), *level], "sox")

