@@ -89,6 +89,38 @@ def test_beam_matches_reference(
     assert ended and differs, (ended, differs)
 
 
+class Favour:
+    """A fusion bonus that favours one token wherever it is appended (a stand-in LM)."""
+
+    def __init__(self, token: int, weight: float) -> None:
+        self.token, self.weight = token, weight
+
+    def extension(self, prefix: tuple[int, ...], tokens: np.ndarray) -> np.ndarray:
+        return np.where(tokens == self.token, self.weight, 0.0)
+
+    def final(self, prefix: tuple[int, ...]) -> float:
+        return 0.0
+
+
+def test_a_fused_beam_leaves_the_graph_loop_for_the_reference_one(lm: Setup) -> None:
+    """The in-graph loop cannot ask a Python LM at each step: `with_fusion` gives the reference
+    loop over the same model and params, with the bonus (before it, TF decoded as if no LM
+    had been named). The bonus changes outputs, and they are the reference decoder's fused
+    ones."""
+    from seqc.run.decoding.decoders import with_fusion
+
+    m = lm.model
+    beam = strategy("beam", width=3, max_length=12)
+    plain = [TfDecoder(m, m.params, BOS, EOS, PAD).generate(beam, p) for p in lm.prompts]
+    token = next(t for t in range(4, 50) if all(t not in out for out in plain))
+    fused = with_fusion(TfDecoder(m, m.params, BOS, EOS, PAD), Favour(token, 4.0))
+    assert not isinstance(fused, TfDecoder)
+    reference = with_fusion(Decoder(m, m.params, BOS, EOS, PAD), Favour(token, 4.0))
+    outs = [fused.generate(beam, p) for p in lm.prompts]
+    assert outs == [reference.generate(beam, p) for p in lm.prompts]
+    assert outs != plain and any(token in out for out in outs)
+
+
 # ---------------------------------------------------------------------------- sampling
 
 

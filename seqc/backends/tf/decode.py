@@ -63,6 +63,10 @@ class TfDecoder:
     ) -> None:
         self.model, self.task = model, model.task.kind
         self.bos, self.eos, self.pad = bos, eos, pad
+        self.given_params = params
+        """The params as given: a search that must call back into Python at every step (shallow
+        fusion) loops over the same model and params outside the graph instead
+        (`seqc.run.decoding.decoders.with_fusion`)."""
         # Arrays become tensors once; variables stay variables, read at each call.
         self.params = {
             k: v if isinstance(v, tf.Variable) else tf.convert_to_tensor(v)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from seqc.backends.api import Generator, Model
+from seqc.run.decoding.ctc import PrefixBonus
 from seqc.run.decoding.search import Decoder
 from seqc.run.decoding.steps import StepDecoder
 
@@ -27,6 +28,30 @@ def decoder_for(model: Model, params: Any, bos: int, eos: int, pad: int) -> Gene
         or backend_decoder(model, params, bos, eos, pad)
         or Decoder(model, params, bos, eos, pad)
     )
+
+
+def with_fusion(decoder: Generator, fusion: PrefixBonus) -> Generator:
+    """`decoder` with shallow fusion in its beam search. The step decoder and the reference loop
+    add the bonus themselves; a backend's own decoder runs its whole loop inside one graph (TF's
+    `TfDecoder`), which cannot ask a Python LM at each step, so the reference loop over the same
+    model and params decodes instead: the same search, slower. Without this the in-graph loop
+    would decode as if no LM had been named."""
+    if hasattr(decoder, "fusion"):  # a search on the host (`Decoder`, `StepDecoder`)
+        decoder.fusion = fusion  # type: ignore[attr-defined]
+        return decoder
+    model, params = getattr(decoder, "model", None), getattr(decoder, "given_params", None)
+    if model is None or params is None:
+        from seqc.spec.errors import UsageError
+
+        raise UsageError(
+            f"this model decodes with {type(decoder).__name__}, which cannot fuse a language model",
+            code="cannot-fuse",
+            hint="decode without --lm, or export the model and decode the artifact with --lm",
+        )
+    bos, eos, pad = (getattr(decoder, k) for k in ("bos", "eos", "pad"))
+    reference = Decoder(model, params, bos, eos, pad)
+    reference.fusion = fusion
+    return reference
 
 
 def backend_decoder(model: Model, params: Any, bos: int, eos: int, pad: int) -> Generator | None:

@@ -29,6 +29,7 @@ from seqc.compiler.config import Beam, DecodeConfig
 from seqc.compiler.lower.ctc import BLANK, FORCED
 from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
 from seqc.run.decoding.ctc import PrefixBonus, ctc_decode_batch, ctc_prefix_beam_nbest, log_softmax
+from seqc.run.decoding.decoders import with_fusion
 from seqc.run.decoding.defaults import default_strategy
 from seqc.run.scoring.wer import error_rates
 
@@ -143,7 +144,7 @@ class Transcriber:
             return str(self.tokenizer.decode(ids))
         assert self.decoder is not None, "a Transcriber has CTC logits or a decoder"
         if self.fusion is not None:  # the decoder's beam search adds the bonus
-            self.decoder.fusion = self.fusion  # type: ignore[attr-defined]
+            self.decoder = with_fusion(self.decoder, self.fusion)
         return str(
             self.tokenizer.decode(self.decoder.generate(self.strategy or GREEDY, [], arrays))
         )
@@ -197,7 +198,7 @@ class Transcriber:
             )
         strategy = dataclasses.replace(strategy, width=max(n, strategy.width))
         if self.fusion is not None:
-            self.decoder.fusion = self.fusion  # type: ignore[union-attr]
+            self.decoder = with_fusion(self.decoder, self.fusion)
         hyps = nbest(strategy, [], self._arrays(samples), n)
         return by_text([(h.tokens, h.logprob) for h in hyps], self.tokenizer, n)
 
@@ -304,7 +305,7 @@ def transcribe_attention(
     tok = pipeline.target_tokenizer
     fusion = strategy_fusion(strategy, tok)
     if fusion is not None:  # the decoder's beam search adds the LM's bonus
-        decoder.fusion = fusion  # type: ignore[attr-defined]
+        decoder = with_fusion(decoder, fusion)
     examples = pipeline.splits[split].examples
     hyps: dict[int, str] = {}
     for batch in pipeline.batches(split):
