@@ -115,7 +115,7 @@ class Voice:
     rate: int | None = None
     """espeak-ng's words per minute."""
     pitch: int | None = None
-    """espeak-ng's pitch (0-99), or flite's shift in cents (by sox)."""
+    """espeak-ng's pitch (0-99), or flite's and Piper's shift in cents (by sox)."""
     stretch: float | None = None
     """flite's and Festival's duration stretch, Piper's length scale."""
     f0: int | None = None
