@@ -164,7 +164,10 @@ def test_engine_commands_speak_the_phrase_file(tmp_path: Path) -> None:
     pitched = voices.Voice("flite", "kal", stretch=1.0, f0=210)
     assert pitched.command(text, out, tools)[-6:-4] == ["--setf", "int_f0_target_mean=210"]
     assert pitched.settings() == {"stretch": 1.0, "f0": 210}
-    assert voices.Voice("piper", "joe", pitch=-90, stretch=1.1).effects() == ["pitch", "-90"]
+    piper = voices.Voice("piper", "joe", pitch=-90, stretch=1.1)
+    assert piper.effects() == ["pitch", "-90"]
+    with pytest.raises(ValueError, match="no command line"):  # not Festival's by default
+        piper.command(text, out, tools)
 
 
 def test_the_training_pool_draws_every_engine_and_holds_the_test_voices_out() -> None:

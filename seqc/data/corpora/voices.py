@@ -133,7 +133,7 @@ class Voice:
 
     def command(self, text_file: Path, out: Path, tools: Mapping[str, str]) -> list[str]:
         """The engine's command line speaking `text_file`'s phrase into `out` (at the engine's
-        own sample rate)."""
+        own sample rate): espeak-ng's, flite's or Festival's."""
         if self.engine == "espeak-ng":
             return [
                 *(tools["espeak-ng"], "-a", str(ESPEAK_AMPLITUDE), "-v", self.voice),
@@ -147,6 +147,8 @@ class Voice:
             if self.f0 is not None:
                 cmd += ["--setf", f"int_f0_target_mean={self.f0}"]
             return [*cmd, "-f", str(text_file), "-o", str(out)]
+        if self.engine != "festival":  # Piper speaks in process (`speak`): it has no command
+            raise ValueError(f"{self.engine} has no command line; `Voice.speak` speaks it")
         cmd = [tools["text2wave"], "-eval", f"(voice_{self.voice})"]
         if self.stretch is not None:
             cmd += ["-eval", f"(Parameter.set 'Duration_Stretch {self.stretch})"]
