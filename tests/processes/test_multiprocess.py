@@ -37,15 +37,18 @@ from seqc.spec.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 MESH2 = ["--set", "distribution.mesh={data: 2}"]
-EVERY = 30
+EVERY = 20
 """Steps between checkpoints: the stopped run is killed mid-way between the first two (no save
 under way) and asked to stop right after the second."""
-LONG_STEPS = 90
+LONG_STEPS = 60
 LONG = ["--set", f"train.steps={LONG_STEPS}", "--set", f"train.checkpoint_every={EVERY}"]
-"""Long enough to stop it twice, with checkpoints to resume from. Measured in three runs on a
-loaded machine (a load of 10 on two cores): the kill, sent once step 40 is logged, landed by
-step 45, short of the save at 60; SIGTERM, sent as checkpoint 60 appears, stopped the group at
-step 60 or 61, short of the end at 90."""
+"""Long enough to stop it twice, with checkpoints to resume from, and no longer: every step is
+trained by four groups and the in-process resume (about 18 ms of CPU a step for a group of two).
+At 30 steps apart, measured in three runs on a loaded machine (a load of 10 on two cores): the
+kill, sent once step 40 was logged, landed by step 45, short of the save at 60; SIGTERM, sent as
+checkpoint 60 appeared, stopped the group at step 60 or 61, short of the end at 90. At 20 the
+kill (sent at step 26) has 14 steps to land before the save at 40, and SIGTERM 20 before the
+end."""
 NO_EVAL = ["--no-dev-eval"]
 """No dev evaluation around a run whose dev figures are not what the test checks."""
 

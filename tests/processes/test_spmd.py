@@ -79,11 +79,12 @@ for mesh in ("{data: 1}", "{data: 8}", "{data: 2, model: 4}", "{fsdp: 4, model: 
     }
     out[mesh] = {"losses": losses, "shards": shards, "all_reduces": exchanges}
 
-# ---- a sharded run, and a copy of it resumed from its checkpoint at 10
+# ---- a sharded run, and a copy of it resumed from its checkpoint at 2
 # (`test_a_sharded_run_resumes_exactly`): `seqc train` commands in this process, the resume
 # taking all it goes on from (checkpoint, data position, metrics) from the run directory
 base, folder = json.loads(sys.argv[2]), Path(sys.argv[3])
 mesh = ["--set", "distribution.mesh={data: 2, fsdp: 2, model: 2}", "--no-dev-eval"]
+mesh += ["--set", "train.steps=4", "--set", "train.checkpoint_every=2"]
 
 def train(run, *extra):
     args = ["train", *base, "--run-dir", str(folder / run), *mesh, *extra]
@@ -92,7 +93,7 @@ def train(run, *extra):
 
 runs = {"straight": train("a")}
 shutil.copytree(folder / "a", folder / "b")
-shutil.rmtree(folder / "b" / "checkpoints" / "20")  # as if it had stopped after 10
+shutil.rmtree(folder / "b" / "checkpoints" / "4")  # as if it had stopped after 2
 runs["resumed"] = train("b", "--resume")
 print(json.dumps({"meshes": out, "runs": runs}))
 """
@@ -144,16 +145,18 @@ def _losses(run: Path) -> list[float]:
 
 
 def test_a_sharded_run_resumes_exactly(child: tuple[dict, Path]) -> None:
-    """20 steps on a mesh of all three axes, and a copy of the run resumed from its checkpoint
-    at 10 to 20 (`CHILD`): the same losses."""
+    """4 steps on a mesh of all three axes, and a copy of the run resumed from its checkpoint
+    at 2 to 4 (`CHILD`): the same losses. Two steps after the checkpoint say what more would:
+    a resume that lost the data position or the rng (dropout) shows it in its first loss, one
+    that lost the optimizer's state in its second."""
     runs, folder = child[0]["runs"], child[1]
     for name in ("straight", "resumed"):
         assert runs[name]["code"] == 0, (name, runs[name]["output"])
-    assert "resumed from step 10" in runs["resumed"]["output"]
+    assert "resumed from step 2" in runs["resumed"]["output"]
     info = json.loads((folder / "a" / "run.json").read_text())
     assert info["mesh"] == {"data": 2, "fsdp": 2, "model": 2}  # it really ran sharded
     a, b = _losses(folder / "a"), _losses(folder / "b")
-    assert len(a) == len(b) == 20
+    assert len(a) == len(b) == 4
     for x, y in zip(a, b, strict=True):
         assert abs(x - y) <= 1e-6 * abs(x), (a, b)
 

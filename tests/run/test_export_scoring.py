@@ -2,15 +2,21 @@
 token, one output row per token, for a self-normalised model. Its scores equal the trained
 model's logits at the labels (ONNX and TFLite, tied and untied output layers), the manifest says
 what the output means, the spec's `export { }` block asks for it, and the refusals are located.
+
+One 6-step NCE run (`nce_run`, tied) serves every test that exports a tied NCE model; each copies
+it when it writes beside it. The refusal of a cross-entropy model reads a copy of the session's
+run of the tiny LM (`lm_runs`), trained with cross-entropy, as a test of its own would be.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_runs import LmRuns
 from tiny_specs import spec_with
 from typer.testing import CliRunner
 
@@ -40,10 +46,26 @@ def _trained(folder: Path, loss: str, tied: bool = True) -> list[str]:
     return base
 
 
+def _base(folder: Path) -> list[str]:
+    """The arguments naming the spec in `folder` and its cache, as `_trained` gives them."""
+    return [str(folder / "lm.seq"), "-e", "tiny", "--cache-dir", str(folder / "cache")]
+
+
 @pytest.fixture(scope="module")
 def nce_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], Path]:
+    """The tied LM trained 6 steps by `nce(16)`: its arguments and its folder (the spec, the
+    corpus, the cache and `run`)."""
     folder = tmp_path_factory.mktemp("nce")
     return _trained(folder, "nce(16)"), folder
+
+
+def _copied(nce_run: tuple[list[str], Path], folder: Path) -> list[str]:
+    """`nce_run`'s folder copied to `folder` (its spec as trained, without the export block a
+    test below adds): the arguments naming the copy."""
+    _, source = nce_run
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("from-spec"))
+    spec_with(folder, "nce(16)")  # the spec as trained, whatever a test wrote into the original
+    return _base(folder)
 
 
 def test_the_scoring_graph_scores_the_labels_as_the_logits_do(tmp_path: Path) -> None:
@@ -68,17 +90,19 @@ def test_the_scoring_graph_scores_the_labels_as_the_logits_do(tmp_path: Path) ->
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
 def test_scoring_artifacts_match_the_model_and_say_what_they_score(
-    tmp_path: Path, tied: bool
+    tmp_path: Path, tied: bool, nce_run: tuple[list[str], Path]
 ) -> None:
-    base = _trained(tmp_path, "nce(16)", tied)
+    """The tied model is `nce_run`'s (copied); the untied one is trained here."""
+    folder = tmp_path / "model"
+    base = _copied(nce_run, folder) if tied else _trained(folder, "nce(16)", tied)
     out = tmp_path / "out"
-    args = ["export", *base, "--run-dir", str(tmp_path / "run"), "--out", str(out)]
+    args = ["export", *base, "--run-dir", str(folder / "run"), "--out", str(out)]
     result = runner.invoke(app, [*args, "--format", "onnx", "--format", "tflite", "--no-normalize"])
     assert result.exit_code == 0, result.output
     assert "raw_perplexity" in result.output and "onnx score" in result.output
     session = open_session(Path(base[0]), "tiny", cache_dir=Path(base[-1]))
     model = registry.backend("jax").model(session.compiled, session.train_config)
-    weights = read_weights(tmp_path / "run")
+    weights = read_weights(folder / "run")
     batch = {
         k: np.asarray(v)[:4, :20] for k, v in next(session.pipeline.batches("dev")).arrays.items()
     }
@@ -118,8 +142,12 @@ def test_the_spec_export_block_asks_for_a_scoring_artifact(
     assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == ["onnx-none-score"]
 
 
-def test_refusals_are_located(tmp_path: Path, nce_run: tuple[list[str], Path]) -> None:
-    base = _trained(tmp_path, "cross_entropy()")
+def test_refusals_are_located(
+    tmp_path: Path, nce_run: tuple[list[str], Path], lm_runs: LmRuns
+) -> None:
+    spec_with(tmp_path, "cross_entropy()")  # the loss the session's LM was trained with
+    lm_runs.copy(tmp_path / "run")
+    base = _base(tmp_path)
     out = tmp_path / "out"
     args = ["export", *base, "--run-dir", str(tmp_path / "run"), "--out", str(out)]
     result = runner.invoke(app, [*args, "--no-normalize"])

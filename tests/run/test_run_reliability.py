@@ -4,7 +4,10 @@ damaged checkpoint is passed over, a torn metrics line is tolerated, a loss that
 stops the run, and what cannot be written to is a clear error.
 
 Trainings that must be interrupted run in child processes (`python -m seqc.cli`), as a user's
-would; everything else runs through the CLI in this process.
+would; everything else runs through the CLI in this process. A test that only reads, damages or
+resumes a trained run takes a copy of the session's run of the same spec (`lm_runs`: 20 steps,
+checkpoints at 10 and 20) rather than training its own: the spec and corpus are the test's own,
+written from the same text, and a run records its model and data by content, not by path.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from shared_runs import LmRuns
 from tiny_specs import LM_SPEC, lm_corpus
 from typer.testing import CliRunner
 
@@ -175,12 +179,11 @@ def test_resume_without_a_checkpoint_says_so(spec: Path, tmp_path: Path) -> None
 
 
 def test_a_resume_with_other_settings_is_refused_before_any_write(
-    spec: Path, tmp_path: Path
+    spec: Path, tmp_path: Path, lm_runs: LmRuns
 ) -> None:
-    run = tmp_path / "run"
-    assert _train(spec, run, "train.steps=4").exit_code == 0
+    run = lm_runs.copy(tmp_path / "run")  # 20 steps
     before = {name: (run / name).read_bytes() for name in ("run.json", "resolved.json")}
-    result = _train(spec, run, "train.steps=8", "lm.model.d=48", resume=True)
+    result = _train(spec, run, "train.steps=24", "lm.model.d=48", resume=True)
     assert result.exit_code == 2, result.output
     assert "resume-mismatch" in result.output
     assert "lm.model.d: 32 when the run started, 48 now" in result.output
@@ -196,17 +199,19 @@ def test_a_resume_with_other_settings_is_refused_before_any_write(
         del record["config"]["train"][name]
     del record["config"]["share"]
     (run / "resolved.json").write_text(json.dumps(record))
-    newer = _train(spec, run, "train.steps=6", "train.optimizer.lazy_rows=true", resume=True)
+    newer = _train(spec, run, "train.steps=22", "train.optimizer.lazy_rows=true", resume=True)
     assert newer.exit_code == 2 and "lazy_rows: (unset) when the run started, true" in newer.output
-    mixed = _train(spec, run, "train.steps=6", 'train.mix_by="sum"', resume=True)
+    mixed = _train(spec, run, "train.steps=22", 'train.mix_by="sum"', resume=True)
     assert mixed.exit_code == 2 and "train.mix_by: (unset) when the run started" in mixed.output
-    again = _train(spec, run, "train.steps=6", resume=True)  # steps may change: extend a run
+    again = _train(spec, run, "train.steps=22", resume=True)  # steps may change: extend a run
     assert again.exit_code == 0, again.output
     info = json.loads((run / "run.json").read_text())
-    assert info["resumed"][0]["from_step"] == 4
+    assert info["resumed"][0]["from_step"] == 20
 
 
-def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Path) -> None:
+def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(
+    tmp_path: Path, lm_runs: LmRuns
+) -> None:
     """An imported layer's default edited (ff 4 * d -> 2 * d): the resume got as far as the
     restore, declared the good checkpoint damaged and set it aside. `--set lm.model.heads=..`
     on eval, or a corpus edited since (a new tokenizer fitted on it), scored the old weights
@@ -216,13 +221,12 @@ def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Pat
     layers.write_text((ROOT / "examples" / "common" / "transformer.seq").read_text())
     spec = tmp_path / "lm.seq"
     spec.write_text(LM_SPEC.format(common=layers.as_posix()))
-    run = tmp_path / "run"
-    assert _train(spec, run, "train.steps=4").exit_code == 0
+    run = lm_runs.copy(tmp_path / "run")  # 20 steps, its layers imported from examples/
     held = sorted(p.name for p in (run / "checkpoints").iterdir())
     text = layers.read_text()
     assert "ff: int = 4 * d" in text
     layers.write_text(text.replace("ff: int = 4 * d", "ff: int = 2 * d"))
-    resumed = _train(spec, run, "train.steps=8", resume=True)
+    resumed = _train(spec, run, "train.steps=24", resume=True)
     assert resumed.exit_code == 2 and "resume-mismatch" in resumed.output, resumed.output
     assert "lm.model.blocks.ff: 128 when trained, 64 now" in resumed.output
     assert "Event loop is closed" not in resumed.output
@@ -232,7 +236,7 @@ def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Pat
     # a run from before the record: the restore fails, and the checkpoint stays where it is
     info = json.loads((run / "run.json").read_text())
     (run / "run.json").write_text(json.dumps({k: v for k, v in info.items() if k != "identity"}))
-    legacy = _train(spec, run, "train.steps=8", resume=True)
+    legacy = _train(spec, run, "train.steps=24", resume=True)
     assert legacy.exit_code == 2 and "checkpoint-mismatch" in legacy.output, legacy.output
     assert "nothing was moved" in " ".join(legacy.output.split())
     assert "Event loop is closed" not in legacy.output and "Traceback" not in legacy.output
@@ -247,10 +251,10 @@ def test_a_run_s_weights_are_used_only_with_its_own_model_and_data(tmp_path: Pat
     other = runner.invoke(app, ["eval", *_args(spec, run)])
     assert other.exit_code == 2 and "tokenizer: chars with 12 ids" in other.output, other.output
     assert "train split: 300 examples" in other.output and "200 examples" in other.output
-    fewer = _train(spec, run, "train.steps=8", resume=True)
+    fewer = _train(spec, run, "train.steps=24", resume=True)
     assert fewer.exit_code == 2 and "train split: 300 examples" in fewer.output, fewer.output
     train.write_text("\n".join(lines) + "\n")
-    assert _train(spec, run, "train.steps=8", resume=True).exit_code == 0
+    assert _train(spec, run, "train.steps=24", resume=True).exit_code == 0
 
 
 def test_the_dev_evaluations_around_a_run_are_said_and_can_be_skipped(
@@ -285,10 +289,9 @@ def _largest(folder: Path) -> Path:
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "empty"])
 def test_a_damaged_newest_checkpoint_is_passed_over(
-    spec: Path, tmp_path: Path, damage: str
+    spec: Path, tmp_path: Path, lm_runs: LmRuns, damage: str
 ) -> None:
-    run = tmp_path / "run"
-    assert _train(spec, run, "train.steps=20").exit_code == 0
+    run = lm_runs.copy(tmp_path / "run")  # 20 steps, checkpoints at 10 and 20
     victim = _largest(run / "checkpoints" / "20")
     if damage == "flip":
         _flip(victim)
@@ -308,9 +311,8 @@ def test_a_damaged_newest_checkpoint_is_passed_over(
     assert _train_steps(run) == list(range(1, 25))
 
 
-def test_a_checkpoint_is_named_by_its_folder(spec: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    assert _train(spec, run, "train.steps=20").exit_code == 0
+def test_a_checkpoint_is_named_by_its_folder(spec: Path, tmp_path: Path, lm_runs: LmRuns) -> None:
+    run = lm_runs.copy(tmp_path / "run")  # 20 steps, checkpoints at 10 and 20
     args = ["eval", *_args(spec, run), "--checkpoint", str(run / "checkpoints" / "10")]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -318,14 +320,13 @@ def test_a_checkpoint_is_named_by_its_folder(spec: Path, tmp_path: Path) -> None
     assert missing.exit_code == 2 and "no-checkpoint" in missing.output
 
 
-def test_a_torn_metrics_line_is_tolerated(spec: Path, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    assert _train(spec, run, "train.steps=10").exit_code == 0
+def test_a_torn_metrics_line_is_tolerated(spec: Path, tmp_path: Path, lm_runs: LmRuns) -> None:
+    run = lm_runs.copy(tmp_path / "run")  # 20 steps
     with (run / "metrics.jsonl").open("a") as f:
-        f.write('{"step": 11, "split": "tra')  # a crash mid-write
-    result = _train(spec, run, "train.steps=12", resume=True)
+        f.write('{"step": 21, "split": "tra')  # a crash mid-write
+    result = _train(spec, run, "train.steps=22", resume=True)
     assert result.exit_code == 0, result.output
-    assert _train_steps(run) == list(range(1, 13))
+    assert _train_steps(run) == list(range(1, 23))
 
 
 # ---------------------------------------------------------------------------- values, places

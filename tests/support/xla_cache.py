@@ -31,7 +31,12 @@ from pathlib import Path
 
 from seqc.run.sweep.compile_cache import whole
 
-STORE = Path(__file__).resolve().parents[2] / ".cache" / "xla-tests"
+STORE = Path(
+    os.environ.get("SEQC_TEST_XLA_STORE")
+    or Path(__file__).resolve().parents[2] / ".cache/xla-tests"
+)
+"""Where compiled programs are kept between sessions; `SEQC_TEST_XLA_STORE=DIR` names another
+(an empty one gives a cold run without touching the work tree's store)."""
 LIMIT = 2 << 30
 """Bytes: past this the store is emptied before a session's entries join it."""
 
