@@ -120,12 +120,16 @@ class JaxModel:
                 )
             return state
         arrays = {k: jnp.asarray(v) for k, v in params.items()}
-        return {
+        state = {
             "params": arrays,
             "opt_state": self.tx.init(arrays),
             "step": jnp.zeros((), jnp.int32),
             "rng": jax.random.PRNGKey(seed + 1),
         }
+        # committed to its device, as a restored checkpoint's arrays are: a jit called on
+        # committed arrays is another program than on uncommitted ones, so a run resumed in
+        # the same process (or against a compilation cache) would compile its step again
+        return jax.device_put(state, jax.config.jax_default_device or jax.devices()[0])
 
     def forward(
         self,
