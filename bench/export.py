@@ -95,7 +95,7 @@ def tf2onnx_model(graph: Any, params: dict[str, np.ndarray], work: Path) -> Any:
     fn = loaded.signatures["logits"]
     spec = [tf.TensorSpec([None, None], tf.int32, name="ids")]
     model, _ = tf2onnx.convert.from_function(
-        tf.function(lambda ids: fn(ids=ids)), input_signature=spec, opset=OPSET
+        tf.function(lambda ids: fn(ids=ids), autograph=False), input_signature=spec, opset=OPSET
     )
     return model
 

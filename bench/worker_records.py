@@ -66,7 +66,7 @@ def measure(work: Path, pack: bool, batches: int) -> dict[str, float]:
     batcher = split.batcher
     assert batcher is not None
     steps = np.random.default_rng(0).integers(0, 50 * batcher.steps_per_epoch, batches)
-    assemble = tf.function(worker.assemble)
+    assemble = tf.function(worker.assemble, autograph=False)
     times = []
     for step in steps:
         plan = batcher.plan_for_step(int(step))

@@ -58,7 +58,7 @@ def run_jax(graph: Graph, params: dict, inputs: dict, ctx: JaxCtx | None = None)
 def run_tf(graph: Graph, params: dict, inputs: dict, ctx: TfCtx | None = None) -> list:
     tf_params = {k: tf.constant(v) for k, v in params.items()}
 
-    @tf.function
+    @tf.function(autograph=False)
     def forward(xs: dict) -> list[tf.Tensor]:
         return tf_run_graph(graph, tf_params, xs, ctx or TfCtx())
 
@@ -265,7 +265,7 @@ def test_tflite_runs_them_as_builtins(tmp_path: Path, build: str, kernel: str) -
         return {"y": tf_run_graph(g.graph, params, {"x": x}, TfCtx(portable=True))[0]}
 
     module = tf.Module()
-    module.f = tf.function(forward, input_signature=[spec])
+    module.f = tf.function(forward, autograph=False, input_signature=[spec])
     tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
     model = convert(tmp_path / "sm", "none")
     assert kernel in {o.name for o in ops(model)}
@@ -317,7 +317,7 @@ def jax_loss_and_grad(graph: Graph, inputs: dict) -> tuple[np.ndarray, np.ndarra
 
 
 def tf_loss_and_grad(graph: Graph, inputs: dict) -> tuple[np.ndarray, np.ndarray]:
-    @tf.function
+    @tf.function(autograph=False)
     def step(xs: dict) -> tuple[tf.Tensor, tf.Tensor]:
         with tf.GradientTape() as tape:
             tape.watch(xs["logits"])
@@ -459,7 +459,7 @@ def jax_train(graph: Graph, x: np.ndarray, seed: int, rows: tuple | None = None)
 
 
 def tf_train(graph: Graph, x: np.ndarray, seed: int) -> np.ndarray:
-    @tf.function
+    @tf.function(autograph=False)
     def forward(x: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
         return tf_run_graph(graph, {}, {"x": x}, TfCtx(training=True, rng=seed))[0]
 

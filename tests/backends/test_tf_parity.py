@@ -66,7 +66,7 @@ def run_jax(graph: Graph, params: dict, inputs: dict) -> list[np.ndarray]:
 def run_tf(graph: Graph, params: dict, inputs: dict) -> list[np.ndarray]:
     tf_params = {k: tf.constant(v) for k, v in params.items()}
 
-    @tf.function
+    @tf.function(autograph=False)
     def forward(xs: dict) -> list[tf.Tensor]:
         return tf_run_graph(graph, tf_params, xs, TfCtx())
 
@@ -254,7 +254,7 @@ def test_one_trace_serves_every_batch_and_length(case: str) -> None:
         for name, vid in graph.inputs.items()
     }
 
-    @tf.function(input_signature=[signature])
+    @tf.function(autograph=False, input_signature=[signature])
     def forward(xs: dict) -> list[tf.Tensor]:
         return tf_run_graph(graph, tf_params, xs, TfCtx())
 
@@ -276,7 +276,7 @@ def test_dropout_in_training_draws_from_the_stateless_seed() -> None:
     def dropout(graph: Graph, seed: int) -> np.ndarray:
         ctx = TfCtx(rng=tf.constant([seed, 0], tf.int32), training=True)
 
-        @tf.function
+        @tf.function(autograph=False)
         def forward(xs: dict) -> list[tf.Tensor]:
             return tf_run_graph(graph, {}, xs, ctx)
 

@@ -84,7 +84,7 @@ def test_a_worker_makes_the_chiefs_batches_from_the_records(
     worker = WorkerRecords(records)
     files = sorted(records.folder.glob("records-*.tfrecord"))
     assert len(files) == len(records.streams)
-    assemble = tf.function(worker.assemble)  # as the worker's step traces it
+    assemble = tf.function(worker.assemble, autograph=False)  # as the worker's step traces it
     for step in range(pipe.steps_per_epoch() + 2):  # into the second epoch
         plan = batcher.plan_for_step(step)
         want = split.materialise(plan.bucket, plan.indices)

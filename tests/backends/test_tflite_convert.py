@@ -285,7 +285,7 @@ def test_every_signature_converts_and_runs(families: dict[str, Family], mode: st
 
 def _save(tmp_path: Path, fn: object, spec: tf.TensorSpec) -> Path:
     module = tf.Module()
-    module.f = tf.function(fn, input_signature=[spec])
+    module.f = tf.function(fn, autograph=False, input_signature=[spec])
     tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
     return tmp_path / "sm"
 

@@ -78,7 +78,7 @@ def test_layer_scopes_name_and_match_layers() -> None:
 def test_tf_ops_are_named_after_their_layers(lm: Lm) -> None:
     params = {k: tf.constant(v) for k, v in lm.params.items()}
 
-    @tf.function(input_signature=[input_specs(lm.graph)])
+    @tf.function(autograph=False, input_signature=[input_specs(lm.graph)])
     def forward(xs: dict) -> tf.Tensor:
         return run_graph(lm.graph, params, xs, Ctx())[0]
 
@@ -125,7 +125,9 @@ def test_float_arithmetic_on_lengths_is_allowed_in_int8(tmp_path: Path) -> None:
     """SIN has no int8 kernel; on positions it reads no value of the input, so int8 keeps it
     float and converts (FLOOR of the input, in test_tflite_convert, is refused)."""
     module = tf.Module()
-    module.f = tf.function(_angles, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")])
+    module.f = tf.function(
+        _angles, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")]
+    )
     tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
     rng = np.random.default_rng(0)
     rep = [{"x": rng.uniform(-1, 1, (2, 6)).astype(np.float32)} for _ in range(4)]

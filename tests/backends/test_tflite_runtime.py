@@ -24,17 +24,18 @@ class Tiny(tf.Module):
     """Two signatures over [B, T, 4] floats and a [B, T] mask, B and T unknown."""
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([None, None, 4], tf.float32, name="x"),
             tf.TensorSpec([None, None], tf.bool, name="mask"),
-        ]
+        ],
     )
     def project(self, x: tf.Tensor, mask: tf.Tensor) -> dict[str, tf.Tensor]:
         y = tf.tanh(tf.einsum("btd,de->bte", x, W))
         # expand_dims, not [..., None]: TFLite has no builtin for a new-axis strided slice.
         return {"y": y * tf.expand_dims(tf.cast(mask, tf.float32), -1)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+    @tf.function(autograph=False, input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
     def scale(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"z": 2.0 * x + 1.0}
 

@@ -241,7 +241,7 @@ def test_attention_becomes_one_op_that_computes_the_same_on_jax_and_tf() -> None
         scale = max(1.0, float(np.abs(want[name]).max()))
         assert np.abs(np.asarray(got[name]) - want[name]).max() <= 1e-5 * scale, name
 
-    tf_out = tf.function(lambda xs: tf_run_graph(passed, params, xs, TfCtx())[0])(
+    tf_out = tf.function(lambda xs: tf_run_graph(passed, params, xs, TfCtx())[0], autograph=False)(
         {k: tf.constant(v) for k, v in inputs.items()}
     )
     want_out = run(graph, params, inputs)
@@ -279,7 +279,7 @@ def test_tf_computes_the_parts_of_a_fused_product_with_one_split() -> None:
     cotangent = tf.constant(np.random.default_rng(1).normal(size=(2, 7, 64)), tf.float32)
 
     def gradients(g: Graph) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-        @tf.function
+        @tf.function(autograph=False)
         def step(p: dict) -> tuple:
             with tf.GradientTape() as tape:
                 tape.watch(p)
