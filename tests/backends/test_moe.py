@@ -10,6 +10,7 @@ axis on several devices is `tests/processes/test_moe_mesh.py`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +22,7 @@ from parity_lm import batches, models
 from tiny_specs import MOE_LM_SPEC
 
 from seqc.backends.jax.ops import Ctx, run_graph
+from seqc.backends.jax.train import JaxModel
 from seqc.backends.tf.context import Ctx as TfCtx
 from seqc.backends.tf.ops import run_graph as tf_run_graph
 from seqc.compiler.graph import Graph, GraphBuilder, TensorType
@@ -125,6 +127,11 @@ def test_dispatch_is_gshard_token_by_token(
     assert_close(load, want_load)
 
 
+def jitted(graph: Graph, training: bool) -> Callable[[dict, dict], list]:
+    """The graph's forward pass as one jitted program (op by op, each op compiles on its own)."""
+    return jax.jit(lambda p, f: run_graph(graph, p, f, Ctx(rng=None, training=training)))
+
+
 def test_inference_form_is_the_training_form_without_drops() -> None:
     """With a capacity factor of E / top_k every token finds a slot: the forms agree."""
     rng = np.random.default_rng(3)
@@ -134,9 +141,8 @@ def test_inference_form_is_the_training_form_without_drops() -> None:
         inference, training = moe_graph(False, **args), moe_graph(True, **args)
         params = params_of(training)
         assert set(params) == set(inference.params)
-        ctx = Ctx(rng=None, training=False)
-        a = np.asarray(run_graph(inference, params, {"x": x}, ctx)[0], np.float64)
-        b, _, dropped, _ = run_graph(training, params, {"x": x}, Ctx(rng=None, training=True))
+        a = np.asarray(jitted(inference, False)(params, {"x": x})[0], np.float64)
+        b, _, dropped, _ = jitted(training, True)(params, {"x": x})
         assert float(dropped) == 0.0
         assert_close(np.asarray(b, np.float64), a, rtol=1e-6)
 
@@ -151,14 +157,14 @@ def test_tf_runs_the_training_form_as_jax_at_any_length() -> None:
         "mask": tf.TensorSpec([None, None], tf.bool),
     }
 
-    @tf.function(input_signature=[signature])
+    @tf.function(input_signature=[signature], autograph=False)
     def forward(xs: dict) -> list[tf.Tensor]:
         return tf_run_graph(graph, tf_params, xs, TfCtx(training=True))
 
     rng = np.random.default_rng(5)
     for rows, length in ((3, 7), (2, 12)):
         feeds = {"x": randn(rng, rows, length, D), "mask": rng.random((rows, length)) < 0.8}
-        want = run_graph(graph, params, feeds, Ctx(rng=None, training=True))
+        want = jitted(graph, True)(params, feeds)
         got = forward(feeds)
         for g, w in zip(got, want, strict=True):
             assert_close(np.asarray(g, np.float64), np.asarray(w, np.float64))
@@ -194,7 +200,8 @@ def test_jax_and_tf_train_alike_with_the_auxiliary_losses(moe_lm: tuple) -> None
 def test_the_auxiliary_losses_join_the_loss(moe_lm: tuple) -> None:
     """The training loss is the cross entropy plus each layer's weighted auxiliary loss."""
     _, task = moe_lm
-    jm, state, _ = models(task, task.train)
+    jm = JaxModel(task, task.train)  # JAX alone: TF's model is not read here
+    state = jm.with_params(params_of(task.graph))
     arrays = batches(1, seed=2)[0].arrays
     rng = jax.random.PRNGKey(0)
     _, metrics = jax.jit(lambda p: jm.objective(p, arrays, rng))(state["params"])

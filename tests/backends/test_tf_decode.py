@@ -35,13 +35,31 @@ def setup(request: pytest.FixtureRequest) -> Setup:
 
 
 @pytest.fixture(scope="module")
-def decoders(setup: Setup) -> tuple[Decoder, TfDecoder]:
-    """The reference and the in-graph decoder on the same model; shared so traces are reused."""
-    m = setup.model
-    return (
-        Decoder(m, m.params, BOS, EOS, PAD),
-        TfDecoder(m, m.params, BOS, EOS, PAD),
-    )
+def made() -> dict[str, tuple[Decoder, TfDecoder]]:
+    """Each model's decoders, by task, made once for the module."""
+    return {}
+
+
+def pair(made: dict[str, tuple[Decoder, TfDecoder]], setup: Setup) -> tuple[Decoder, TfDecoder]:
+    """The reference and the in-graph decoder on the same model; shared so traces are reused
+    (a test that counts traces, or fuses a reference decoder, makes its own)."""
+    if setup.task not in made:
+        m = setup.model
+        made[setup.task] = (
+            Decoder(m, m.params, BOS, EOS, PAD),
+            TfDecoder(m, m.params, BOS, EOS, PAD),
+        )
+    return made[setup.task]
+
+
+@pytest.fixture(scope="module")
+def decoders(setup: Setup, made: dict[str, tuple[Decoder, TfDecoder]]) -> tuple[Decoder, TfDecoder]:
+    return pair(made, setup)
+
+
+@pytest.fixture(scope="module")
+def lm_decoders(lm: Setup, made: dict[str, tuple[Decoder, TfDecoder]]) -> tuple[Decoder, TfDecoder]:
+    return pair(made, lm)
 
 
 # ---------------------------------------------------------------------------- greedy and beam
@@ -58,11 +76,11 @@ def test_greedy_matches_reference(setup: Setup, decoders: tuple[Decoder, TfDecod
     assert min(lengths) < 12, "no output ended at EOS: the stop is untested"
 
 
-def test_lm_runs_past_eos_without_stop_at_eos(lm: Setup) -> None:
+def test_lm_runs_past_eos_without_stop_at_eos(
+    lm: Setup, lm_decoders: tuple[Decoder, TfDecoder]
+) -> None:
     """A multi-line sample: EOS is kept and decoding goes on, as in the reference."""
-    m = lm.model
-    ref = Decoder(m, m.params, BOS, EOS, PAD)
-    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
+    ref, dec = lm_decoders
     greedy = strategy("greedy", max_length=20)
     outs = [dec.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
     assert outs == [ref.generate(greedy, p, stop_at_eos=False) for p in lm.prompts]
@@ -102,18 +120,20 @@ class Favour:
         return 0.0
 
 
-def test_a_fused_beam_leaves_the_graph_loop_for_the_reference_one(lm: Setup) -> None:
+def test_a_fused_beam_leaves_the_graph_loop_for_the_reference_one(
+    lm: Setup, lm_decoders: tuple[Decoder, TfDecoder]
+) -> None:
     """The in-graph loop cannot ask a Python LM at each step: `with_fusion` gives the reference
     loop over the same model and params, with the bonus (before it, TF decoded as if no LM
     had been named). The bonus changes outputs, and they are the reference decoder's fused
     ones."""
     from seqc.run.decoding.decoders import with_fusion
 
-    m = lm.model
+    m, dec = lm.model, lm_decoders[1]
     beam = strategy("beam", width=3, max_length=12)
-    plain = [TfDecoder(m, m.params, BOS, EOS, PAD).generate(beam, p) for p in lm.prompts]
+    plain = [dec.generate(beam, p) for p in lm.prompts]
     token = next(t for t in range(4, 50) if all(t not in out for out in plain))
-    fused = with_fusion(TfDecoder(m, m.params, BOS, EOS, PAD), Favour(token, 4.0))
+    fused = with_fusion(dec, Favour(token, 4.0))
     assert not isinstance(fused, TfDecoder)
     reference = with_fusion(Decoder(m, m.params, BOS, EOS, PAD), Favour(token, 4.0))
     outs = [fused.generate(beam, p) for p in lm.prompts]
@@ -124,9 +144,10 @@ def test_a_fused_beam_leaves_the_graph_loop_for_the_reference_one(lm: Setup) -> 
 # ---------------------------------------------------------------------------- sampling
 
 
-def test_sampling_is_reproducible_per_seed(lm: Setup) -> None:
-    m = lm.model
-    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
+def test_sampling_is_reproducible_per_seed(
+    lm: Setup, lm_decoders: tuple[Decoder, TfDecoder]
+) -> None:
+    dec = lm_decoders[1]
     sample = strategy("sample", temperature=1.5, max_length=12)
     prompt = lm.prompts[1]
     first = [dec.generate(sample, prompt, seed=s) for s in range(1, 6)]
@@ -159,11 +180,12 @@ def next_logp(model: TfModel, prefix: list[int]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("args", [{"top_k": 3}, {"top_p": 0.6}], ids=["top_k", "top_p"])
-def test_sampled_tokens_lie_in_the_kept_set(lm: Setup, args: dict[str, float]) -> None:
+def test_sampled_tokens_lie_in_the_kept_set(
+    lm: Setup, lm_decoders: tuple[Decoder, TfDecoder], args: dict[str, float]
+) -> None:
     """Replayed with the model, every sampled token is among the 3 most likely (top-k) or in the
     smallest set of most likely tokens whose mass reaches 0.6 at temperature 2 (top-p)."""
-    m = lm.model
-    dec = TfDecoder(m, m.params, BOS, EOS, PAD)
+    m, dec = lm.model, lm_decoders[1]
     temperature = 2.0
     sample = strategy("sample", max_length=10, temperature=temperature, **args)
     for seed in range(4):
