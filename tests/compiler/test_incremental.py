@@ -2,12 +2,13 @@
 
 The oracle is the full forward pass: run the step graph position by position, feeding each
 step's caches to the next, and the logits at every position must equal the full forward's
-logits at that position (JAX interpreter, fp32). Models that cannot decode step by step are
-rejected at the offending layer.
+logits at that position (JAX interpreter, fp32, each graph traced once in `jax.jit`). Models
+that cannot decode step by step are rejected at the offending layer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import jax
@@ -17,6 +18,7 @@ from lowering_helpers import params_of
 
 from seqc.backends.jax.ops import Ctx, run_graph
 from seqc.compiler.compile import compile_task
+from seqc.compiler.graph import Graph
 from seqc.compiler.incremental import POS, incremental, stepping_inputs
 from seqc.compiler.signature import input_fields
 from seqc.compiler.step_signature import StepSignature
@@ -33,16 +35,20 @@ EXAMPLES = [
 ]
 
 
-def _graph(spec: str, experiment: str, input_name: str, sets: list[str]):
+def _graph(spec: str, experiment: str, input_name: str, sets: list[str]) -> Graph:
     program = load_program(ROOT / "examples" / spec)
     resolved = resolve(program, experiment, sets, symbols={f"{input_name}.vocab_size": VOCAB})
     task = resolved.tasks[0]
     return compile_task(program, resolved, task).graph
 
 
-def _run(graph, params, inputs):
+def _compiled(graph: Graph) -> Callable[[dict, dict], list[np.ndarray]]:
+    """The graph traced once inside `jax.jit`, as the backends run it: one program each, where
+    op by op every op compiles a program of its own (and the step's, at every position, are
+    dispatched again)."""
     ctx = Ctx(rng=None, training=False, compute_dtype=jax.numpy.float32)
-    return [np.asarray(y) for y in run_graph(graph, params, inputs, ctx)]
+    fn = jax.jit(lambda params, inputs: run_graph(graph, params, inputs, ctx))
+    return lambda params, inputs: [np.asarray(y) for y in fn(params, inputs)]
 
 
 @pytest.mark.parametrize(("spec", "experiment", "input_name", "sets"), EXAMPLES)
@@ -63,20 +69,21 @@ def test_step_by_step_logits_equal_the_full_forward(
             inputs[name] = np.arange(src_len)[None, :] < np.array([[7], [4], [6]])
         else:
             inputs[name] = rng.integers(1, VOCAB, (batch, src_len)).astype(np.int32)
-    (full,) = _run(graph, params, inputs)
+    (full,) = _compiled(graph)(params, inputs)
 
     memory: dict[str, np.ndarray] = {}
     if program.encoder is not None:
         enc_in = {k: v for k, v in inputs.items() if k in program.encoder.inputs}
         memory = dict(
-            zip(program.encoder_outputs, _run(program.encoder, params, enc_in), strict=True)
+            zip(program.encoder_outputs, _compiled(program.encoder)(params, enc_in), strict=True)
         )
     buffer = 12
     caches = StepSignature.of(program, input_fields(graph)).zero_caches(batch, buffer)
+    step = _compiled(program.step)
     for pos in range(length):
         feeds = {name: tgt[:, pos : pos + 1] for name in program.stepping}
         feeds |= {POS: np.asarray(pos, np.int32), **memory, **caches}
-        logits, *new = _run(program.step, params, feeds)
+        logits, *new = step(params, feeds)
         assert logits.shape == (batch, 1, full.shape[-1])
         np.testing.assert_allclose(logits[:, 0], full[:, pos], atol=2e-5, rtol=1e-5)
         caches = dict(zip([c.name for c in program.caches], new, strict=True))

@@ -1,4 +1,5 @@
-"""Every `tf.function` in seqc is traced without AutoGraph (`autograph=False`).
+"""Every `tf.function` in seqc, its tests and its benches is traced without AutoGraph
+(`autograph=False`).
 
 Why: the backend interprets the op graph in plain Python and writes each loop and branch that
 depends on a tensor as `tf.while_loop` or `tf.cond` itself (`seqc/backends/tf/scan.py`,
@@ -6,7 +7,9 @@ depends on a tensor as `tf.while_loop` or `tf.cond` itself (`seqc/backends/tf/sc
 trace, for nothing: it was about half of the CPU a TF training process spends after importing
 TensorFlow (a tiny LM's 20 steps: 16-18 CPU-s with it, 10-12 without, the same losses; see
 docs/results.md, "The test suite"). A new `tf.function` without it would bring the cost back
-unnoticed, so this reads the source.
+unnoticed, so this reads the source. The tests' and benches' own `tf.function`s around the
+backend's code pay the same for nothing (a MoE test: 5 of its 8.6 CPU-s), and would measure
+another cost than a user's.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SEQC = ROOT / "seqc"
+SOURCES = ("seqc", "tests", "bench")
 
 
 def _is_tf_function(node: ast.AST) -> bool:
@@ -50,8 +53,8 @@ def _unguarded(path: Path) -> list[str]:
     ]
 
 
-def test_every_tf_function_of_the_backend_is_traced_without_autograph() -> None:
-    sources = sorted(SEQC.rglob("*.py"))
+def test_every_tf_function_is_traced_without_autograph() -> None:
+    sources = sorted(p for folder in SOURCES for p in (ROOT / folder).rglob("*.py"))
     assert sources
     unguarded = [where for path in sources for where in _unguarded(path)]
     assert not unguarded, f"tf.function without autograph=False at {', '.join(unguarded)}"

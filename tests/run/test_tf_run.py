@@ -3,11 +3,15 @@
 Training on TF learns and resumes exactly; a checkpoint of either backend evaluates in the
 other with the same figures; `seqc convert` round-trips weights; mismatched, corrupt and
 wrong-backend checkpoints are clear errors naming the tensor, the shapes or the backend.
+
+The tests that only read or break a trained TF run share one (`tf_run`, two steps, trained once
+for the module) and take copies; those that read a JAX run take the session's (`lm_runs`).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +22,7 @@ from typer.testing import CliRunner
 
 from seqc.backends.weights import read_weights
 from seqc.cli import app
+from seqc.resolve.program import SEQC_PATH
 from seqc.run.session import open_session
 from seqc.run.train.loop import train
 
@@ -32,6 +37,30 @@ def lm(tmp_path: Path) -> Path:
     spec = tmp_path / "lm.seq"
     spec.write_text(LM_SPEC.format(common=common.as_posix()))
     return spec
+
+
+@pytest.fixture(scope="module")
+def tf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of `LM_SPEC` trained two steps on TF, once for the module: tests copy it (`_copy`),
+    since most write into it. A run records its model and data by content, so a copy reads
+    with each test's own spec."""
+    folder = tmp_path_factory.mktemp("tf-run")
+    lm_corpus(folder)
+    spec = folder / "lm.seq"
+    spec.write_text(LM_SPEC.format(common=(ROOT / "examples/common/transformer.seq").as_posix()))
+    args = ["train", str(spec), "-e", "tiny", "--cache-dir", str(folder / "cache")]
+    args += ["--run-dir", str(folder / "run"), "--no-progress", "--backend", "tf"]
+    with pytest.MonkeyPatch.context() as mp:  # conftest's library root, for a module fixture
+        mp.setenv(SEQC_PATH, str(folder.parent))
+        result = runner.invoke(app, [*args, "--set", "train.steps=2"])
+    assert result.exit_code == 0, result.output
+    assert "backend: tf" in result.output
+    return folder / "run"
+
+
+def _copy(run: Path, dest: Path) -> Path:
+    shutil.copytree(run, dest)
+    return dest
 
 
 def _base(lm: Path, tmp_path: Path) -> list[str]:
@@ -79,14 +108,12 @@ def test_tf_training_learns_and_resumes_exactly(lm: Path, tmp_path: Path) -> Non
     np.testing.assert_allclose(curve, losses, rtol=1e-6)
 
 
-def test_checkpoints_evaluate_the_same_on_either_backend(lm: Path, tmp_path: Path) -> None:
+def test_checkpoints_evaluate_the_same_on_either_backend(
+    lm: Path, tmp_path: Path, lm_runs: LmRuns, tf_run: Path
+) -> None:
     base = _base(lm, tmp_path)
-    for backend in ("jax", "tf"):
-        run = str(tmp_path / backend)
-        args = ["train", *base, "--run-dir", run, "--no-progress", "--backend", backend]
-        result = runner.invoke(app, [*args, "--set", "train.steps=4"])
-        assert result.exit_code == 0, result.output
-        assert f"backend: {backend}" in result.output
+    lm_runs.copy(tmp_path / "jax", "train.steps=2")  # both trained two steps
+    _copy(tf_run, tmp_path / "tf")
     figures = {}
     for written in ("jax", "tf"):
         for reader in ("jax", "tf"):
@@ -102,19 +129,19 @@ def test_checkpoints_evaluate_the_same_on_either_backend(lm: Path, tmp_path: Pat
         for k in a:
             assert b[k] == pytest.approx(a[k], rel=1e-4), k
     # a step is named the same way on both backends, though a TF checkpoint is files
-    # (ckpt-4.index, ...), not a folder `4`
+    # (ckpt-2.index, ...), not a folder `2`
     for written in ("jax", "tf"):
         checkpoints = tmp_path / written / "checkpoints"
-        for name in ("4", "ckpt-4"):
+        for name in ("2", "ckpt-2"):
             args = ["eval", *base, "--checkpoint", str(checkpoints / name), "--backend", written]
             result = runner.invoke(app, args)
             assert result.exit_code == 0, result.output
             assert _figures(result.output) == figures[written, written]
-            assert f"checkpoint: step 4 of {checkpoints}" in result.output  # what was scored
+            assert f"checkpoint: step 2 of {checkpoints}" in result.output  # what was scored
         args = ["eval", *base, "--checkpoint", str(checkpoints / "7"), "--backend", written]
         missing = runner.invoke(app, args)
         assert missing.exit_code == 2 and "no checkpoint of step 7" in missing.output
-        assert "steps 4" in missing.output and "Traceback" not in missing.output
+        assert "steps 2" in missing.output and "Traceback" not in missing.output
 
 
 def test_convert_round_trips_weights_and_loads_with_checkpoint(
@@ -144,11 +171,11 @@ def test_convert_round_trips_weights_and_loads_with_checkpoint(
     assert result.exit_code == 2 and "exists" in result.output  # never overwrites
 
 
-def test_wrong_shapes_name_the_tensor_and_both_shapes(lm: Path, tmp_path: Path) -> None:
+def test_wrong_shapes_name_the_tensor_and_both_shapes(
+    lm: Path, tmp_path: Path, tf_run: Path
+) -> None:
     base = _base(lm, tmp_path)
-    run = str(tmp_path / "run")
-    args = ["train", *base, "--run-dir", run, "--no-progress", "--backend", "tf"]
-    assert runner.invoke(app, [*args, "--set", "train.steps=1"]).exit_code == 0
+    run = str(_copy(tf_run, tmp_path / "run"))
     result = runner.invoke(app, ["eval", *base, "--run-dir", run, "--set", "lm.model.d=16"])
     assert result.exit_code == 2, result.output
     # the run's record names the model it trained: refused before a weight is read
@@ -167,11 +194,11 @@ def test_wrong_shapes_name_the_tensor_and_both_shapes(lm: Path, tmp_path: Path) 
     assert "tensor `blocks.0.attn.q.w` has shape [32, 32], the model expects [16, 16]" in flat
 
 
-def test_broken_and_foreign_tf_checkpoints_are_clear_errors(lm: Path, tmp_path: Path) -> None:
+def test_broken_and_foreign_tf_checkpoints_are_clear_errors(
+    lm: Path, tmp_path: Path, tf_run: Path
+) -> None:
     base = _base(lm, tmp_path)
-    run = tmp_path / "run"
-    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--backend", "tf"]
-    assert runner.invoke(app, [*args, "--set", "train.steps=2"]).exit_code == 0
+    run = _copy(tf_run, tmp_path / "run")
     resume = ["train", *base, "--run-dir", str(run), "--resume", "--backend", "jax"]
     result = runner.invoke(app, resume)
     assert result.exit_code == 2 and "backend-mismatch" in result.output
@@ -202,8 +229,10 @@ def test_savedmodel_export_serves_the_trained_model(lm: Path, tmp_path: Path) ->
 
     base = _base(lm, tmp_path)
     run = tmp_path / "run"
-    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--set", "train.steps=3"]
-    assert runner.invoke(app, args).exit_code == 0
+    args = ["train", *base, "--run-dir", str(run), "--no-progress", "--backend", "jax"]
+    trained = runner.invoke(app, [*args, "--set", "train.steps=3"])
+    assert trained.exit_code == 0, trained.output
+    assert "backend: jax" in trained.output
     result = runner.invoke(app, ["export", *base, "--run-dir", str(run), "--format", "savedmodel"])
     assert result.exit_code == 0, result.output
     folder = run / "export" / "savedmodel-none"
