@@ -173,7 +173,8 @@ def main() -> None:
         }
         if reference is not None:
             rows[engine]["heard"] = score(reference, args, fitted, dev)
-    what = f"{args.steps} steps of {args.experiment}{' ' + suffix(keep) if keep else ''}"
+    kept = ", ".join(f"{e} kept at {f:g}" for e, f in sorted(keep.items()))
+    what = f"{args.steps} steps of {args.experiment}" + (f" ({kept})" if keep else "")
     print(f"\nleave one engine out, {what} (WER)")
     print("| left out | its dev, unheard | its dev, heard (all engines) | test (slt) | festival |")
     print("| --- | ---: | ---: | ---: | ---: |")
