@@ -137,7 +137,7 @@ def portable(tree: Any, host: bool = False) -> Any:
     (the shapes a restore reads into, whatever sharding the names' slices would have)."""
 
     def named(x: StagedParams) -> dict[str, Any]:
-        if not (host or x.packed.is_fully_addressable):  # a buffer across processes
+        if not (host or getattr(x.packed, "is_fully_addressable", True)):  # across processes
             return {k: x[k] for k in x}
         # sliced on the host: slicing the device buffer compiles a program for each slice
         # (28 of them, about 3 CPU-s, at a tiny 4-stage model's first save)

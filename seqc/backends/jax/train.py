@@ -129,7 +129,7 @@ class JaxModel:
         # committed to its device, as a restored checkpoint's arrays are: a jit called on
         # committed arrays is another program than on uncommitted ones, so a run resumed in
         # the same process (or against a compilation cache) would compile its step again
-        return jax.device_put(state, jax.config.jax_default_device or jax.devices()[0])
+        return jax.device_put(state, next(iter(state["step"].devices())))  # where jnp put it
 
     def forward(
         self,
