@@ -30,7 +30,7 @@ import numpy as np
 import optax
 from typer.testing import CliRunner
 from seqc.backends.jax.pipeline import PipelinedModel
-from seqc.backends.jax.staged import StagedParams
+from seqc.backends.jax.staged import portable
 from seqc.backends.jax.train import JaxModel
 from seqc.cli import app
 from seqc.compiler.compile import compile_task
@@ -52,13 +52,8 @@ for _ in range(3):
     seq = ((rng.integers(0, 20, (8, 1)) + np.arange(13)[None]) % 20).astype(np.int32)
     data.append(Batch({"inputs": seq[:, :-1], "targets": seq[:, 1:], "mask": seq[:, 1:] > 2}))
 
-def by_name(tree):  # on the host: slicing a sharded buffer on its devices compiles each slice
-    if not isinstance(tree, StagedParams):
-        return {k: np.asarray(v) for k, v in tree.items()}
-    buf = np.asarray(tree.packed)
-    rows = {s.name: buf[s.stage, s.offset : s.offset + s.size].reshape(s.shape)
-            for s in tree.layout.slots}
-    return rows | {k: np.asarray(v) for k, v in tree.shared.items()}
+def by_name(tree):  # params by name on the host, as a checkpoint holds them
+    return {k: np.asarray(v) for k, v in portable(tree, host=True).items()}
 
 def first_gradients(state, norm, train):
     # the first step's gradient, unclipped, from Adam's first moment ((1 - b1) g, clipped):
