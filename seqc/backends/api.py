@@ -381,6 +381,9 @@ class ExportJob:
     calibration: Callable[[str], list[dict[str, np.ndarray]]]
     """Real feeds of the `encoder` or the `step` graph (dev data run through the reference
     backend's step functions), for static quantization and representative datasets."""
+    probe: Callable[[str], dict[str, np.ndarray]]
+    """One small real feed of the `encoder` or the `step` graph, for a check of the float model
+    that needs one run (a float export draws no calibration set for it)."""
     keep_float: tuple[str, ...] = ()
     """Layer paths an int8 artifact leaves in float (formats that can: TFLite)."""
     shared: Path | None = None

@@ -18,6 +18,7 @@ from seqc.backends.jax.train import JaxModel
 from seqc.cli import app
 from seqc.compiler.lazy_rows import row_sparse
 from seqc.compiler.lower.sampled import CANDIDATES
+from seqc.data.batch import Batch
 from seqc.run.session import Session, open_session
 from seqc.run.train.candidates import candidates_for
 from seqc.run.train.loop import train
@@ -59,7 +60,7 @@ def test_the_tables_only_gathers_read_update_by_rows(tmp_path: Path) -> None:
     assert _tables(tied_full) == {}  # the tied table is also the output matmul's
 
 
-def _batches(session: Session, n: int) -> list:
+def _batches(session: Session, n: int) -> tuple[list[Batch], dict[str, np.ndarray]]:
     cands = candidates_for(session.compiled, session.pipeline, 0)
     assert cands is not None
     raw = itertools.islice(session.pipeline.batches("train"), n)

@@ -19,6 +19,10 @@ from tiny_specs import LM_SPEC, MT_SPEC, lm_corpus, mt_pairs
 from typer.testing import CliRunner
 
 from seqc.cli import app
+from seqc.run.export.build import export_one
+from seqc.run.export.context import prepare
+from seqc.run.session import open_session
+from seqc.run.weights.restore import checked_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -247,3 +251,24 @@ def test_lstm_exports_decode_like_the_checkpoint(lstm_run) -> None:
     want = _decoded([*base, "--run-dir", str(run)], sources)
     for name in ("onnx-none", "tflite-none"):
         assert _decoded(["--artifact", str(run / "export" / name)], sources) == want, name
+
+
+def test_a_float_export_checks_one_real_step_without_drawing_the_calibration_set(
+    lm_run, tmp_path: Path
+) -> None:
+    """The float artifact's check against onnx's reference evaluator needs one feed; drawing
+    the int8 calibration set runs every dev batch through the step functions."""
+    base, run = lm_run
+    session = open_session(Path(base[0]), base[2], cache_dir=Path(base[4]))
+    weights, params = checked_weights(session, run)
+    ctx = prepare(session, params, weights)
+    export_one(ctx, "onnx", "none", tmp_path / "onnx-none")
+    assert ctx._calibration == {}  # what the float export drew
+    manifest = json.loads((tmp_path / "onnx-none" / "manifest.json").read_text())
+    assert manifest["reference_evaluator_err"] <= 1e-4
+    probe = ctx.probe("step")
+    assert sorted(probe) == sorted(ctx.sig.step_inputs)
+    assert probe[ctx.sig.token_input].shape == (ctx.batches[0]["inputs"].shape[0], 1)
+    # where the calibration set is drawn (an int8 export), the check reads its smallest feed
+    drawn = ctx.calibration("step")
+    assert any(f[ctx.sig.token_input].shape == probe[ctx.sig.token_input].shape for f in drawn)

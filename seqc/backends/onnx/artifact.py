@@ -7,8 +7,8 @@ which reads the files as data (see `seqc.backends.onnx.runtime`): a model file i
 is a `FileError` naming it.
 A second runtime, `onnx.reference`, must agree with onnxruntime on one step of the float model
 (its error goes into the manifest): it separates an emitter bug from an onnxruntime kernel quirk.
-Without a step graph the encoder is compared instead, on its smallest calibration feed (the
-evaluator runs every node in numpy, so a long utterance through a Conformer takes a while).
+Without a step graph the encoder is compared instead, on a short dev utterance (the evaluator
+runs every node in numpy, so a long utterance through a Conformer takes a while).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class OnnxFormat:
         # onnx's reference evaluator against onnxruntime on one step of the float model (the
         # evaluator has no int8 kernels at this opset); the encoder of a one-pass model.
         name = "encoder" if program.step is None else "step"
-        feeds = min(job.calibration(name), key=lambda f: sum(np.size(v) for v in f.values()))
+        feeds = job.probe(name)
         got = OnnxRunner(work / f"{name}.onnx").run(feeds)
         want = reference_run(onnx.load(str(work / f"{name}.onnx")), feeds)
         err = max(

@@ -145,6 +145,7 @@ def _job(ctx: Context, keep_float: tuple[str, ...], shared: Path | None, variant
         signature=ctx.sig,
         metadata={"seqc.experiment": session.resolved.name, "seqc.task": session.task},
         calibration=ctx.calibration,
+        probe=ctx.probe,
     )
 
 

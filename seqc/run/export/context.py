@@ -101,6 +101,17 @@ class Context:
             self._calibration[which] = feeds[::stride][:limit]
         return self._calibration[which]
 
+    def probe(self, which: str) -> dict[str, np.ndarray]:
+        """One small real feed of the `encoder` or the `step` graph: the smallest calibration
+        feed, or, for a step graph whose calibration set is not drawn (a float export), the
+        first step of the first dev batch. Drawing the set runs every dev batch through the
+        reference's step functions, which a float export's one check does not need."""
+        if which == "step" and which not in self._calibration:
+            fns = self.reference.step_functions(self.program, self.params)
+            feeds, _ = next(step_through(fns, self.sig, self.batches[0]))
+            return feeds
+        return min(self.calibration(which), key=lambda f: sum(np.size(v) for v in f.values()))
+
 
 def dev_split(session: Session) -> str:
     """The split an export measures on: dev, or train when the spec has no dev split."""
