@@ -11,7 +11,14 @@ import pytest
 from shared_runs import LmRuns
 from tiny_specs import LM_SPEC, lm_corpus
 
-from seqc.run.lm.language_model import NORMALIZED, RAW, LanguageModel, LmSource, open_language_model
+from seqc.run.lm.language_model import (
+    NORMALIZED,
+    RAW,
+    LanguageModel,
+    LmSource,
+    label_log_probs,
+    open_language_model,
+)
 from seqc.run.session import open_session
 from seqc.run.weights.restore import Source, restore
 
@@ -64,6 +71,19 @@ def test_sentence_scores_are_the_forward_pass_at_the_words_and_the_end(run: Sour
         labels = [*tok.encode(text), tok.eos_id]
         want = _log_softmax(z)[np.arange(len(labels)), labels].sum()
         assert got == pytest.approx(want, abs=1e-4), text
+
+
+def test_label_log_probs_are_the_float64_log_softmax_at_the_labels() -> None:
+    """A word LM's row: 30,000 logits spread wide, each label's normalised score."""
+    rng = np.random.default_rng(3)
+    z = (rng.standard_normal((6, 30_000)) * 8).astype(np.float32)
+    z[1, 17] = 80.0  # one word nearly certain: its log-prob near 0, the others far below
+    labels = np.array([0, 17, 29_999, 5, 5, 12])
+    got = label_log_probs(z, labels)
+    assert got.dtype == np.float64
+    want = _log_softmax(z.astype(np.float64))[np.arange(6), labels]
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    assert -1e-6 < got[1] <= 0.0
 
 
 def test_raw_scores_are_the_logits_at_the_words(run: Source) -> None:
