@@ -7,6 +7,11 @@ checkpoint both ways as fp32 ONNX (each gated against the model as `seqc export`
 the two artifacts' step functions side by side, alternating over `--rounds`: batch 1, 32
 positions teacher-forced, the median of each round's repeats.
 
+Then what n-best rescoring pays (`seqc rescore`, `bench/lm_fusion.py`): `--sentences` dev lines
+of 3-12 words, scored whole by each artifact as `seqc.run.lm.language_model.LanguageModel` does
+(batches of 32, one step per position), the normalised LM's log-softmax counted with its step;
+milliseconds per sentence, alternating rounds.
+
 Run `python bench/scoring.py --spec examples/lm/words.seq -e lm.words.snis --run-dir
 runs/words/lm.words.snis` after training that run. The last lines are `name: value` pairs.
 """
@@ -41,6 +46,10 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=ROOT / "runs" / "words" / "lm.words.snis")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument(
+        "--text", type=Path, default=ROOT / ".cache" / "data" / "english-words" / "dev.txt"
+    )
     args = parser.parse_args()
     session = open_session(args.spec, args.experiment, cache_dir=ROOT / ".cache")
     weights = read_weights(args.run_dir)
@@ -69,12 +78,41 @@ def main() -> None:
                     laps.append(time.perf_counter() - t)
                 times[name].append(1000.0 * statistics.median(laps))
                 print(f"round {r + 1}: {name}: {times[name][-1]:.1f} ms", flush=True)
+        per_sentence = _sentence_times(Path(tmp), _phrases(args.text, args.sentences), args.rounds)
     vocab = session.pipeline.target_vocab_size
     logits, score = statistics.median(times["logits"]), statistics.median(times["score"])
     print(f"vocab: {vocab}")
     print(f"latency_ms_logits_b1x{n}: {logits:.1f}")
     print(f"latency_ms_score_b1x{n}: {score:.1f}")
     print(f"scoring_speedup: {logits / score:.2f}")
+    normalised, raw = (statistics.median(per_sentence[k]) for k in ("logits", "score"))
+    print(f"sentence_ms_normalized: {normalised:.2f}")
+    print(f"sentence_ms_raw: {raw:.2f}")
+    print(f"sentence_scoring_speedup: {normalised / raw:.2f}")
+
+
+def _phrases(path: Path, n: int) -> list[str]:
+    """The first `n` lines of 3-12 words (as the read-speech corpus's phrases are) of `path`."""
+    lines = (" ".join(t.split()) for t in path.read_text(encoding="utf-8").splitlines())
+    return [t for t in lines if 3 <= len(t.split()) <= 12][:n]
+
+
+def _sentence_times(folder: Path, texts: list[str], rounds: int) -> dict[str, list[float]]:
+    """Milliseconds per sentence of each artifact's `LanguageModel.sentences`, alternating."""
+    from seqc.run.lm.language_model import LmSource, open_language_model
+
+    models = {k: open_language_model(LmSource(artifact=folder / k)) for k in ("logits", "score")}
+    for model in models.values():
+        model.sentences(texts[:32])  # warm
+    times: dict[str, list[float]] = {"logits": [], "score": []}
+    for r in range(rounds):
+        for name in ("logits", "score") if r % 2 == 0 else ("score", "logits"):
+            model = models[name]
+            model.seconds = 0.0
+            model.sentences(texts)
+            times[name].append(1000.0 * model.seconds / len(texts))
+            print(f"round {r + 1}: {name}: {times[name][-1]:.2f} ms a sentence", flush=True)
+    return times
 
 
 if __name__ == "__main__":
