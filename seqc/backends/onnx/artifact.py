@@ -7,8 +7,9 @@ which reads the files as data (see `seqc.backends.onnx.runtime`): a model file i
 is a `FileError` naming it.
 A second runtime, `onnx.reference`, must agree with onnxruntime on one step of the float model
 (its error goes into the manifest): it separates an emitter bug from an onnxruntime kernel quirk.
-Without a step graph the encoder is compared instead, on a short dev utterance (the evaluator
-runs every node in numpy, so a long utterance through a Conformer takes a while).
+Without a step graph the encoder is compared instead, on its smallest calibration feed (a
+speech model's shortest of its calibration utterances: the evaluator runs every node in numpy,
+so a long utterance through a Conformer takes a while).
 """
 
 from __future__ import annotations
