@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from seqc.backends import registry
-from seqc.backends.api import Backend, Generator, Weights
+from seqc.backends.api import Backend, Generator, StepFunctions, Weights
 from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs, whole_graph
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.lower.sampled import variant
@@ -69,6 +69,7 @@ class Context:
     bleu_examples: int
     task_kind: str
     _calibration: dict[str, list[dict[str, np.ndarray]]] = field(default_factory=dict)
+    _steps: StepFunctions | None = None
     scoring: bool = False
     """True for the context of scoring exports (`normalize = false`): `program` is the
     scoring graph's and `logits` hold the reference's raw scores of the next tokens [B, T]."""
@@ -95,7 +96,7 @@ class Context:
             elif which == "encoder":
                 feeds = [encoder_feeds(self.sig, b) for b in self.batches]
             else:
-                fns = self.reference.step_functions(self.program, self.params)
+                fns = self._step_functions()
                 feeds = [f for b in self.batches for f, _ in step_through(fns, self.sig, b)]
             stride = max(len(feeds) // limit, 1)
             self._calibration[which] = feeds[::stride][:limit]
@@ -107,10 +108,16 @@ class Context:
         first step of the first dev batch. Drawing the set runs every dev batch through the
         reference's step functions, which a float export's one check does not need."""
         if which == "step" and which not in self._calibration:
-            fns = self.reference.step_functions(self.program, self.params)
-            feeds, _ = next(step_through(fns, self.sig, self.batches[0]))
+            feeds, _ = next(step_through(self._step_functions(), self.sig, self.batches[0]))
             return feeds
         return min(self.calibration(which), key=lambda f: sum(np.size(v) for v in f.values()))
+
+    def _step_functions(self) -> StepFunctions:
+        """The reference backend's step functions of the program, built once per context (a
+        float and an int8 export of one run both read them)."""
+        if self._steps is None:
+            self._steps = self.reference.step_functions(self.program, self.params)
+        return self._steps
 
 
 def dev_split(session: Session) -> str:
@@ -262,7 +269,7 @@ def scoring_context(ctx: Context) -> Context:
     ]
     view = dataclasses.replace(
         ctx, program=program, sig=sig, logits=scores, reference_quality={}, bleu_examples=0,
-        _calibration={}, scoring=True, scoring_view=None,
+        _calibration={}, _steps=None, scoring=True, scoring_view=None,
     )  # fmt: skip
     view.reference_quality = dev_quality(view, scores)
     ctx.scoring_view = view
