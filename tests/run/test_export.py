@@ -269,6 +269,6 @@ def test_a_float_export_checks_one_real_step_without_drawing_the_calibration_set
     probe = ctx.probe("step")
     assert sorted(probe) == sorted(ctx.sig.step_inputs)
     assert probe[ctx.sig.token_input].shape == (ctx.batches[0]["inputs"].shape[0], 1)
-    # where the calibration set is drawn (an int8 export), the check reads its smallest feed
+    # where the calibration set is drawn (an int8 export), the check reads one of its feeds
     drawn = ctx.calibration("step")
-    assert any(f[ctx.sig.token_input].shape == probe[ctx.sig.token_input].shape for f in drawn)
+    assert any(ctx.probe("step") is f for f in drawn)
