@@ -2,9 +2,10 @@
 
 Two language-model tasks read one tiny words corpus (one tokenizer, so they may share the
 embedding) and share the embedding and a Transformer block; each keeps its own output layer.
-The corpus has 13 words, so the tokenizer keeps 32 ids: `words()`'s default of 20,000 would make
-`input.vocab_size` 20,000 and the models a million parameters, nearly all in output rows that no
-token reaches (the file took 72 CPU-seconds cold with them, 62 without).
+The corpus has 13 words and its tokenizer names `vocab_size = 32`, which is what
+`input.vocab_size` reads (the number a tokenizer call names; the fitted tokenizer's size where it
+names none): a named 20,000 would make the models a million parameters, nearly all in output rows
+that no token reaches (the file took 72 CPU-seconds cold with them, 62 without).
 Both backends train them the same way (per-task losses equal to 1e-5 over 10 steps, stepping one
 task at a time and stepping the weighted sum); an interrupted run resumes to the same weights as
 an uninterrupted one, the mix and each task's pipeline included. One uninterrupted run per
