@@ -9,8 +9,8 @@ positions teacher-forced, the median of each round's repeats.
 
 Then what n-best rescoring pays (`seqc rescore`, `bench/lm_fusion.py`): `--sentences` dev lines
 of 3-12 words, scored whole by each artifact as `seqc.run.lm.language_model.LanguageModel` does
-(batches of 32, one step per position), the normalised LM's log-softmax counted with its step;
-milliseconds per sentence, alternating rounds.
+(`--batch` sentences a call, shortest first, one step per position), the normalised LM's
+log-softmax counted with its step; milliseconds per sentence, alternating rounds.
 
 Run `python bench/scoring.py --spec examples/lm/words.seq -e lm.words.snis --run-dir
 runs/words/lm.words.snis` after training that run. The last lines are `name: value` pairs.
@@ -38,6 +38,7 @@ def main() -> None:
     from seqc.run.decoding.forced import teacher_forced
     from seqc.run.export.build import LATENCY_LENGTH, export_one
     from seqc.run.export.context import prepare, scoring_context
+    from seqc.run.lm.language_model import SENTENCE_BATCH
     from seqc.run.session import open_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,7 +47,10 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=ROOT / "runs" / "words" / "lm.words.snis")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--sentences", type=int, default=1024)
+    parser.add_argument(
+        "--batch", type=int, default=SENTENCE_BATCH, help="sentences per call (rescoring's)"
+    )
     parser.add_argument(
         "--text", type=Path, default=ROOT / ".cache" / "data" / "english-words" / "dev.txt"
     )
@@ -78,7 +82,8 @@ def main() -> None:
                     laps.append(time.perf_counter() - t)
                 times[name].append(1000.0 * statistics.median(laps))
                 print(f"round {r + 1}: {name}: {times[name][-1]:.1f} ms", flush=True)
-        per_sentence = _sentence_times(Path(tmp), _phrases(args.text, args.sentences), args.rounds)
+        texts = _phrases(args.text, args.sentences)
+        per_sentence = _sentence_times(Path(tmp), texts, args.rounds, args.batch)
     vocab = session.pipeline.target_vocab_size
     logits, score = statistics.median(times["logits"]), statistics.median(times["score"])
     print(f"vocab: {vocab}")
@@ -97,19 +102,21 @@ def _phrases(path: Path, n: int) -> list[str]:
     return [t for t in lines if 3 <= len(t.split()) <= 12][:n]
 
 
-def _sentence_times(folder: Path, texts: list[str], rounds: int) -> dict[str, list[float]]:
+def _sentence_times(
+    folder: Path, texts: list[str], rounds: int, batch: int
+) -> dict[str, list[float]]:
     """Milliseconds per sentence of each artifact's `LanguageModel.sentences`, alternating."""
     from seqc.run.lm.language_model import LmSource, open_language_model
 
     models = {k: open_language_model(LmSource(artifact=folder / k)) for k in ("logits", "score")}
     for model in models.values():
-        model.sentences(texts[:32])  # warm
+        model.sentences(texts[:batch], batch)  # warm
     times: dict[str, list[float]] = {"logits": [], "score": []}
     for r in range(rounds):
         for name in ("logits", "score") if r % 2 == 0 else ("score", "logits"):
             model = models[name]
             model.seconds = 0.0
-            model.sentences(texts)
+            model.sentences(texts, batch)
             times[name].append(1000.0 * model.seconds / len(texts))
             print(f"round {r + 1}: {name}: {times[name][-1]:.2f} ms a sentence", flush=True)
     return times

@@ -94,6 +94,31 @@ def test_raw_scores_are_the_logits_at_the_words(run: Source) -> None:
         assert got == pytest.approx(z[np.arange(len(labels)), labels].sum(), abs=1e-4), text
 
 
+def test_sentences_are_batched_by_length_and_returned_in_order(
+    run: Source, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rescoring scores many texts at once: a batch is texts of one length (it steps through
+    its longest text's positions), and each score comes back at its text's place, whatever the
+    batch size."""
+    lm = open_language_model(LmSource(source=run))
+    assert isinstance(lm, LanguageModel)
+    texts = ["abcabcab", "a", "bcabcabc", "b", "", "cab"]
+    alone = [lm.sentences([t])[0] for t in texts]
+    steps: list[int] = []
+    step = lm._step
+
+    def counted(*args: object, **kwargs: object) -> object:
+        steps.append(1)
+        return step(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lm, "_step", counted)
+    assert lm.sentences(texts, batch=2) == pytest.approx(alone, abs=1e-5)
+    # shortest first: ("", "a"), ("b", "cab"), the two of 8 characters: 2 + 4 + 9 positions,
+    # where the given order would step 9 + 9 + 4
+    assert len(steps) == 2 + 4 + 9
+    assert lm.sentences(texts) == pytest.approx(alone, abs=1e-5)
+
+
 def test_prefix_extensions_add_up_to_the_sentence(run: Source) -> None:
     """With characters as the "words": a prefix extended one word at a time (its caches kept)
     scores what the whole sentence does."""

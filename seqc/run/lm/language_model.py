@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 NORMALIZED, RAW = "normalized", "raw"
 SCORES = (NORMALIZED, RAW)
+SENTENCE_BATCH = 32
+"""Texts per call when whole sentences are scored (n-best rescoring). Larger batches are not
+faster on a CPU: 256 a call took 0.55 ms a sentence of raw scores against 0.47 at 32, and
+3.1 against 1.9-2.5 normalised (a 40,000-word LM's logits for 256 rows are 41 MB a step)."""
 HISTORY = 64
 """History slots of a fusion prefix's caches (the LM's buckets are 64 tokens long): a longer
 hypothesis's next word is scored after its last 63 words."""
@@ -88,11 +92,17 @@ class LanguageModel:
         return [int(i) for i in self.tokenizer.encode(" ".join(words))] if words else []
 
     # ----------------------------------------------------------------- whole sentences
-    def sentences(self, texts: Sequence[str], batch: int = 32) -> list[float]:
-        """Each text's log-score: its words and EOS after BOS, summed."""
-        out: list[float] = []
-        for lo in range(0, len(texts), batch):
-            out.extend(self._batch([self.ids(t.split()) for t in texts[lo : lo + batch]]))
+    def sentences(self, texts: Sequence[str], batch: int = SENTENCE_BATCH) -> list[float]:
+        """Each text's log-score: its words and EOS after BOS, summed. Scored `batch` texts
+        a call, shortest first (a batch steps through its longest text's positions, so texts
+        of one length go together), and returned in the order given."""
+        seqs = [self.ids(t.split()) for t in texts]
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        out = [0.0] * len(seqs)
+        for lo in range(0, len(order), batch):
+            chunk = order[lo : lo + batch]
+            for i, score in zip(chunk, self._batch([seqs[i] for i in chunk]), strict=True):
+                out[i] = score
         return out
 
     def _batch(self, seqs: list[list[int]]) -> list[float]:
