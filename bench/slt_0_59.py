@@ -1,6 +1,6 @@
 """A trained spoken-numbers run against pocketsphinx on flite's `slt` speaking 0-59 (issue 38).
 
-    python bench/slt_0_59.py --run-dir runs/asr.robust [-e asr.numbers.robust]
+    python bench/slt_0_59.py --run-dir runs/asr.robust [-e asr.numbers.robust] [--checkpoint W]
 
 The issue's yardstick: pocketsphinx 5.1.1 with its stock US-English model, untrained on our
 data, scores WER 9.38% on `slt` speaking the cardinals 0-59 (measured by the issue's author).
@@ -49,11 +49,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("-e", "--experiment", default="asr.numbers.robust")
+    parser.add_argument("--checkpoint", type=Path, help="weights to score (seqc eval's flag)")
     args = parser.parse_args()
     manifest = build(FOLDER)
     command = [sys.executable, "-m", "seqc.cli", "eval", str(SPEC), "-e", args.experiment,
                "--run-dir", str(args.run_dir), "--manifest", str(manifest),
                "--by", "voice"]  # fmt: skip
+    if args.checkpoint is not None:
+        command += ["--checkpoint", str(args.checkpoint)]
     print("$", " ".join(command[2:]), flush=True)
     done = subprocess.run(command, capture_output=True, text=True)
     print(done.stdout + done.stderr)
