@@ -139,6 +139,32 @@ def test_float_arithmetic_on_lengths_is_allowed_in_int8(tmp_path: Path) -> None:
     assert np.max(np.abs(TfliteRunner(model).run({"x": x})["y"] - want)) < 0.02
 
 
+def _rotations(x: tf.Tensor) -> dict[str, tf.Tensor]:
+    positions = tf.cast(tf.range(tf.shape(x)[1]), tf.float32)
+    return {"y": x * tf.cos(positions * 0.9)[None, :]}
+
+
+def test_angles_of_positions_stay_float_in_int8(tmp_path: Path) -> None:
+    """A rotary embedding's angles, position x frequency, reach T radians: int8 would round
+    them to steps of T/255 (0.7 radians at 200 positions) and their cosines would be noise. The
+    MUL making them has an int8 kernel, so the quantizer must be told to leave it, and every
+    op of positions alone, float (`selective.shape_nodes`); before, the Conformer's TFLite int8
+    recogniser lost two thirds of its dev words this way (docs/results.md, "Speech")."""
+    module = tf.Module()
+    module.f = tf.function(
+        _rotations, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")]
+    )
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
+    rng = np.random.default_rng(0)
+    rep = [{"x": rng.uniform(-1, 1, (2, 200)).astype(np.float32)} for _ in range(4)]
+    model = convert(tmp_path / "sm", "int8", lambda: iter(rep))
+    angle = [op for op in ops(model) if op.name == "MUL" and not op.on_values]
+    assert angle and all(op.outputs == ("FLOAT32",) for op in angle), [str(op) for op in angle]
+    x = rep[0]["x"]
+    want = x * np.cos(np.arange(200) * 0.9)[None, :]
+    assert np.max(np.abs(TfliteRunner(model).run({"x": x})["y"] - want)) < 0.02
+
+
 def test_plan_takes_keep_float_for_tflite_int8_only() -> None:
     job = plan(["tflite"], ["int8"], keep_float=("frontend", "norm_in"))[0]
     assert job == Job("tflite", "int8", True, ("frontend", "norm_in"))

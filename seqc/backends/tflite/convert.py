@@ -27,7 +27,8 @@ The four modes (`QUANTIZE`):
   (`flatbuffer.float_compute`) and such an op is a conversion error, never a silently float op.
   Float is what the caller asks for by name: `keep_float` layers stay float32 (a speech front
   end, see `seqc.backends.tflite.selective`). Float arithmetic on lengths alone (the angles,
-  sin and cos of rotary positions) is allowed: it has no activation range to quantize.
+  sin and cos of rotary positions) is allowed, and kept float on purpose: it has no activation
+  range, and an int8 angle would lose the positions (`selective.shape_nodes`).
   What is not int8, by design: integer and bool tensors (token ids, masks, positions, loop
   counters) are not quantized, and int32 id inputs stay int32 (an id is an index, not a value
   with a range); float inputs and outputs keep a float32 interface (a quantize op at the entry,
@@ -66,7 +67,12 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from seqc.backends.tf.scopes import in_layers, in_signal
 from seqc.backends.tflite.flatbuffer import Op, float_compute
-from seqc.backends.tflite.selective import layer_nodes, quantize_except, signal_nodes
+from seqc.backends.tflite.selective import (
+    layer_nodes,
+    quantize_except,
+    shape_nodes,
+    signal_nodes,
+)
 from seqc.backends.tflite.tied import share_tied_tables
 from seqc.spec.errors import ExportError
 
@@ -203,7 +209,7 @@ def convert(
         raise _explain(e, saved_model_dir, quantize, calibration, keys) from e
     if quantize == "int8":
         kept = _kept_nodes(model, keep_float, saved_model_dir) if keep_float else []
-        model = quantize_except(model, [*kept, *signal_nodes(model)])
+        model = quantize_except(model, [*kept, *signal_nodes(model), *shape_nodes(model)])
     if quantize in ("dynamic", "int8"):
         model = share_tied_tables(model)
     if quantize == "int8":

@@ -15,7 +15,8 @@ from ai_edge_litert import schema_py_generated as schema
 
 _OP_NAMES = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
 _TYPE_NAMES = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
-_FLOATS = {"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"}
+FLOATS = frozenset({"FLOAT32", "FLOAT16", "FLOAT64", "BFLOAT16"})
+"""The flatbuffer's float tensor types, by name."""
 
 # Ops that move, reshape, select or convert values without arithmetic: float tensors through
 # them (a recurrent loop's carried state, its output buffer, the entry quantize and the exit
@@ -98,7 +99,7 @@ def float_compute(model: bytes, values_only: bool = False) -> list[Op]:
         op
         for op in ops(model)
         if op.name not in MOVEMENT
-        and _FLOATS & {*op.inputs, *op.outputs}
+        and FLOATS & {*op.inputs, *op.outputs}
         and (op.on_values or not values_only)
     ]
 
