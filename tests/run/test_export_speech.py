@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 from wavs import needs_voices
 
+from seqc.backends.tf.scopes import in_layers
 from seqc.backends.tflite.flatbuffer import float_compute, ops
 from seqc.cli import app
 from seqc.data.audio import read_wav, write_wav
@@ -101,6 +102,10 @@ def test_ctc_exports_take_audio_and_transcribe_like_the_model(trained, tmp_path:
     floats = float_compute(model, values_only=True)  # the front end and its norm, nothing else
     assert {n.split("/")[0] for op in floats for n in op.output_names} <= {"frontend", "norm_in"}
     assert {"LOG", "FULLY_CONNECTED"} <= {op.name for op in floats}
+    # the front end feeds the float norm, so none of its tensors is quantized (its spectrum,
+    # split into real and imaginary parts, once went through int8 on the way)
+    quantized = [n for op in ops(model) if op.name == "QUANTIZE" for n in op.output_names]
+    assert not [n for n in quantized if in_layers(n, ["frontend"])], quantized
     matmuls = [op for op in ops(model) if op.name == "FULLY_CONNECTED" and op not in floats]
     assert matmuls and all(op.inputs[0] == "INT8" for op in matmuls)
     result = runner.invoke(

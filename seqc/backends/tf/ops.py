@@ -250,9 +250,13 @@ def partition_slices(graph: Graph, op: Op, x: tf.Tensor, ctx: Ctx) -> tf.Tensor 
     product's results, `seqc.compiler.passes.fuse_matmul`): one `tf.split` for all of them,
     whose gradient is one concat. Sliced one by one, each part's gradient is a zero tensor of
     x's full size with the part written in, and their sum: three full-size temporaries for a
-    fused q/k/v, which made the passes cost 6% of a step without XLA. None otherwise, and
-    under a placement (each slice runs on its own op's device there)."""
-    if ctx.placed:
+    fused q/k/v, which made the passes cost 6% of a step without XLA. None otherwise, under
+    a placement (each slice runs on its own op's device there), and in a portable graph (a
+    SavedModel): it has no gradient to save, and TFLite's int8 quantizer quantizes a split
+    even where its layer is kept float, which put a front end's spectrum, split into its real
+    and imaginary parts, through int8 (the robust recogniser's TFLite int8 artifact, 200 dev
+    utterances: 1.29 WER with the split, 0.65 without, the model 0.48)."""
+    if ctx.placed or ctx.portable:
         return None
     key = (id(graph), op.inputs[0])
     if key not in ctx.parts or ctx.parts[key][0] is not x:
@@ -482,15 +486,20 @@ class TfMachine(interpret.Machine):
         return tf.cast(p, ctx.compute_dtype) if p.dtype == tf.float32 else p
 
     def apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
+        if not op.layer:
+            return self._apply(graph, op, args, ctx)
+        # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`;
+        # a split of sibling slices too, or `keep_float` would not find it (a front end's
+        # spectrum, split into its real and imaginary parts, was quantized to int8 that way)
+        with tf.name_scope(f"{layer_scope(op.layer)}/"):
+            return self._apply(graph, op, args, ctx)
+
+    def _apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
         # (no `:=` here: AutoGraph cannot convert it, and says so in a warning on every run)
         part = partition_slices(graph, op, args[0], ctx) if op.kind == "slice" else None
         if part is not None:
             return part
-        if not op.layer:
-            return super().apply(graph, op, args, ctx)
-        # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`.
-        with tf.name_scope(f"{layer_scope(op.layer)}/"):
-            return super().apply(graph, op, args, ctx)
+        return super().apply(graph, op, args, ctx)
 
     def scan(self, graph: Graph, op: Op, args: list, params: Any, ctx: Ctx) -> tf.Tensor:
         return run_scan(self, graph, op, args, params, ctx)
