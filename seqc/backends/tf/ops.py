@@ -488,9 +488,8 @@ class TfMachine(interpret.Machine):
     def apply(self, graph: Graph, op: Op, args: list, ctx: Ctx) -> Any:
         if not op.layer:
             return self._apply(graph, op, args, ctx)
-        # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`;
-        # a split of sibling slices too, or `keep_float` would not find it (a front end's
-        # spectrum, split into its real and imaginary parts, was quantized to int8 that way)
+        # Absolute (the trailing /): every op of a layer under one scope, never `norm_in_1`,
+        # the split that takes a layer's sibling slices at once included
         with tf.name_scope(f"{layer_scope(op.layer)}/"):
             return self._apply(graph, op, args, ctx)
 
