@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -121,46 +122,45 @@ def _angles(x: tf.Tensor) -> dict[str, tf.Tensor]:
     return {"y": x * tf.sin(positions * 0.1)[None, :]}
 
 
+def _rotations(x: tf.Tensor) -> dict[str, tf.Tensor]:
+    """x times the cosine of angles up to 0.9 T radians, as a rotary embedding's."""
+    positions = tf.cast(tf.range(tf.shape(x)[1]), tf.float32)
+    return {"y": x * tf.cos(positions * 0.9)[None, :]}
+
+
+def _int8(fn: Any, folder: Path, length: int) -> tuple[bytes, np.ndarray]:
+    """`fn` of x [B, T] saved and converted to int8, calibrated on 4 batches of 2 x `length`;
+    the model and the first batch."""
+    module = tf.Module()
+    module.f = tf.function(
+        fn, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")]
+    )
+    tf.saved_model.save(module, str(folder / "sm"), signatures={"serving_default": module.f})
+    rng = np.random.default_rng(0)
+    rep = [{"x": rng.uniform(-1, 1, (2, length)).astype(np.float32)} for _ in range(4)]
+    return convert(folder / "sm", "int8", lambda: iter(rep)), rep[0]["x"]
+
+
 def test_float_arithmetic_on_lengths_is_allowed_in_int8(tmp_path: Path) -> None:
     """SIN has no int8 kernel; on positions it reads no value of the input, so int8 keeps it
     float and converts (FLOOR of the input, in test_tflite_convert, is refused)."""
-    module = tf.Module()
-    module.f = tf.function(
-        _angles, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")]
-    )
-    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
-    rng = np.random.default_rng(0)
-    rep = [{"x": rng.uniform(-1, 1, (2, 6)).astype(np.float32)} for _ in range(4)]
-    model = convert(tmp_path / "sm", "int8", lambda: iter(rep))
+    model, x = _int8(_angles, tmp_path, 6)
     assert "SIN" in {op.name for op in float_compute(model)}
     assert float_compute(model, values_only=True) == []
-    x = rep[0]["x"]
     want = x * np.sin(np.arange(6) * 0.1)[None, :]
     assert np.max(np.abs(TfliteRunner(model).run({"x": x})["y"] - want)) < 0.02
-
-
-def _rotations(x: tf.Tensor) -> dict[str, tf.Tensor]:
-    positions = tf.cast(tf.range(tf.shape(x)[1]), tf.float32)
-    return {"y": x * tf.cos(positions * 0.9)[None, :]}
 
 
 def test_angles_of_positions_stay_float_in_int8(tmp_path: Path) -> None:
     """A rotary embedding's angles, position x frequency, reach T radians: int8 would round
     them to steps of T/255 (0.7 radians at 200 positions) and their cosines would be noise. The
     MUL making them has an int8 kernel, so the quantizer must be told to leave it, and every
-    op of positions alone, float (`selective.shape_nodes`); before, the Conformer's TFLite int8
-    recogniser lost two thirds of its dev words this way (docs/results.md, "Speech")."""
-    module = tf.Module()
-    module.f = tf.function(
-        _rotations, autograph=False, input_signature=[tf.TensorSpec([None, None], tf.float32, "x")]
-    )
-    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
-    rng = np.random.default_rng(0)
-    rep = [{"x": rng.uniform(-1, 1, (2, 200)).astype(np.float32)} for _ in range(4)]
-    model = convert(tmp_path / "sm", "int8", lambda: iter(rep))
+    op of positions alone, float (`selective.shape_nodes`); before, the robust recogniser's
+    TFLite int8 artifact erred on 3.39% of 200 dev words, 1.29% after (docs/results.md,
+    "Speech")."""
+    model, x = _int8(_rotations, tmp_path, 200)
     angle = [op for op in ops(model) if op.name == "MUL" and not op.on_values]
     assert angle and all(op.outputs == ("FLOAT32",) for op in angle), [str(op) for op in angle]
-    x = rep[0]["x"]
     want = x * np.cos(np.arange(200) * 0.9)[None, :]
     assert np.max(np.abs(TfliteRunner(model).run({"x": x})["y"] - want)) < 0.02
 
