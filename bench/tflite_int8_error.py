@@ -82,18 +82,22 @@ OUTPUT = "output:"
 """The key prefix of a signature output's error (its tensor names differ between models)."""
 
 
-def _tensors(model: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every tensor of the `encode` signature after one run, by name, int8 ones dequantized,
-    and its outputs as `OUTPUT` + name."""
+def _interpreter(model: bytes) -> Any:
+    """A LiteRT interpreter that keeps every tensor, on the builtin kernels alone: a delegate
+    (XNNPACK, the default) computes its partitions out of the interpreter's sight, and their
+    tensors are not kept."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    # the builtin kernels alone: a delegate (XNNPACK, the default) computes its partitions
-    # out of the interpreter's sight, and their tensors are not kept
-    interpreter = Interpreter(
+    return Interpreter(
         model_content=model,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
         experimental_preserve_all_tensors=True,
     )
+
+
+def _tensors(interpreter: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor of the `encode` signature after one run, by name, int8 ones dequantized,
+    and its outputs as `OUTPUT` + name."""
     runner = interpreter.get_signature_runner("encode")
     out = {OUTPUT + k: np.asarray(v, np.float64) for k, v in runner(**feeds).items()}
     for d in interpreter.get_tensor_details():
@@ -116,8 +120,9 @@ def compare(models: dict[str, bytes], feeds: list[dict[str, np.ndarray]]) -> dic
     `SENTINEL`."""
     sq: dict[str, float] = defaultdict(float)
     power: dict[str, float] = defaultdict(float)
+    interpreters = {k: _interpreter(m) for k, m in models.items()}
     for f in feeds:
-        got = {k: _tensors(m, f) for k, m in models.items()}
+        got = {k: _tensors(it, f) for k, it in interpreters.items()}
         for name, want in got["float"].items():
             have = got["int8"].get(name)
             if have is None or have.shape != want.shape or want.size < 2:
@@ -134,14 +139,13 @@ def report(errors: dict[str, float], int8: bytes, output: str, top: int) -> None
     """The ops by their own loss (output error over their inputs' worst), and per op kind."""
     from seqc.backends.tflite.flatbuffer import ops
 
-    inputs = _input_table(int8)
     rows: list[tuple[float, float, str, str]] = []
     for op in ops(int8):
         named = [n for n in op.output_names if n in errors]
         if not named:
             continue
         err = max(errors[n] for n in named)
-        ins = [errors[n] for n in inputs.get(op.output_names, []) if n in errors]
+        ins = [errors[n] for n in op.input_names if n in errors]
         jump = err - max(ins, default=0.0)
         rows.append((jump, err, op.name, named[0]))
     rows.sort(reverse=True)
@@ -175,28 +179,6 @@ def _block(name: str) -> str | None:
         if len(bits) >= 2 and bits[0] == "encoder" and bits[1].isdigit():
             return ".".join(bits[:2])
     return None
-
-
-def _input_table(model: bytes) -> dict[tuple[str, ...], list[str]]:
-    """The names of the tensors each op reads, by its output names (`flatbuffer.Op` keeps
-    only the outputs')."""
-    from ai_edge_litert import schema_py_generated as schema
-
-    m = schema.Model.GetRootAs(model, 0)
-    table: dict[tuple[str, ...], list[str]] = {}
-    for si in range(m.SubgraphsLength()):
-        g = m.Subgraphs(si)
-
-        def name(t: int, g: Any = g) -> str:
-            return (g.Tensors(t).Name() or b"").decode()
-
-        for oi in range(g.OperatorsLength()):
-            op = g.Operators(oi)
-            outs = tuple(name(op.Outputs(j)) for j in range(op.OutputsLength()))
-            table[outs] = [
-                name(op.Inputs(j)) for j in range(op.InputsLength()) if op.Inputs(j) >= 0
-            ]
-    return table
 
 
 if __name__ == "__main__":

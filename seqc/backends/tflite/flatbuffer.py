@@ -46,6 +46,8 @@ class Op:
     on_values: bool = True
     """Whether it reads the values of the subgraph's inputs (directly or through other ops), not
     only their shapes and the constants: rotary angles computed from a length are not."""
+    input_names: tuple[str, ...] = ()
+    """The names of the tensors it reads (constants included): what feeds it, by name."""
 
     def __str__(self) -> str:
         return f"{self.name}({', '.join(self.inputs)}) -> {', '.join(self.outputs)}"
@@ -79,7 +81,8 @@ def ops(model: bytes) -> list[Op]:
             if on_values:
                 valued.update(outputs)
             named = tuple((g.Tensors(t).Name() or b"").decode() for t in outputs if t >= 0)
-            out.append(Op(where, name, dtypes(inputs), dtypes(outputs), named, on_values))
+            reads = tuple((g.Tensors(t).Name() or b"").decode() for t in inputs if t >= 0)
+            out.append(Op(where, name, dtypes(inputs), dtypes(outputs), named, on_values, reads))
     return out
 
 
