@@ -43,6 +43,7 @@ LAZY_COMMANDS = {
     "rescore": "seqc.cli.rescore",
     "convert": "seqc.cli.weights",
     "average": "seqc.cli.weights",
+    "choose": "seqc.cli.choose",
     "export": "seqc.cli.export",
     "place": "seqc.cli.devices",
     "profile": "seqc.cli.devices",

@@ -35,9 +35,10 @@ def evaluate_speech(
     run_dir: Path,
     folder: Path,
     reporter: Reporter,
-) -> None:
+) -> dict[str, Any]:
     """Transcribe the first `limit` utterances of `split` (0: all), report WER and CER overall
-    and per group of each field in `by`, and write them with the transcripts to `folder`."""
+    and per group of each field in `by`, and write them with the transcripts to `folder`; the
+    scored transcripts (`score_model`'s)."""
     w = score_model(model, params, session.pipeline, split, session.compiled.decode, limit)
     facts = {
         "task": session.task,
@@ -47,6 +48,7 @@ def evaluate_speech(
         "decode": session.compiled.decode.to_json() if session.compiled.decode else "greedy",
     }
     report_speech(session, w, split, by, run_dir, folder, reporter, facts)
+    return w
 
 
 def evaluate_speech_artifact(

@@ -30,11 +30,12 @@ def evaluate_checkpoint(
     reporter: Reporter | None = None,
     by: list[str] | None = None,
     label: str | None = None,
-) -> None:
+) -> dict[str, Any]:
     """Score the weights at `source` on `split` (decoding its first `limit` examples for
     BLEU/chrF or WER/CER; 0: all) on `backend`, and report each figure; a speech task's WER and
     CER also per group of each manifest field in `by`. `label` names the data in the folder the
-    transcripts go to in place of the split's name (`seqc eval --manifest`'s own)."""
+    transcripts go to in place of the split's name (`seqc eval --manifest`'s own). Returns the
+    figures reported: the split's loss and the like, `wer` and `cer`, `bleu` and `chrf`."""
     from seqc.run.scoring.evaluate import evaluate
 
     reporter = reporter or PlainReporter()
@@ -58,9 +59,10 @@ def evaluate_checkpoint(
         from seqc.run.scoring.asr_eval import evaluate_speech
 
         folder = eval_dir(run_dir, session, weights, label or split)
-        evaluate_speech(
+        w = evaluate_speech(
             session, model, params, weights, split, limit, by or [], run_dir, folder, reporter
         )
+        scores |= {"wer": w["wer"], "cer": w["cer"]}
     if session.pipeline.task == "seq2seq" and metrics & {"bleu", "chrf"}:
         from seqc.run.decoding.decoders import decoder_for
         from seqc.run.decoding.defaults import default_strategy
@@ -77,6 +79,8 @@ def evaluate_checkpoint(
         reporter.result(f"{split}_chrf: {t['chrf']:.2f}  ({sig['chrf']})")
         folder = write_eval(run_dir, session, weights, split, limit, strategy, t, label)
         reporter.result(f"{split} hypotheses and scores: {folder}")
+        scores |= {"bleu": t["bleu"], "chrf": t["chrf"]}
+    return scores
 
 
 def write_eval(
