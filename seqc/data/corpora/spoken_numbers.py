@@ -69,16 +69,18 @@ pitch: a model trained 6,000 steps on recipe 4 saw each utterance about 19 times
 `rms` held out of train and dev (its utterances get another flite voice, every other utterance
 unchanged) to speak the `unheard` split, dev's numbers in a voice training never hears, on which
 checkpoints are chosen."""
-FILES: tuple[str, ...] = (
-    *("train.jsonl", "dev.jsonl", "test.jsonl", "festival.jsonl", "unheard.jsonl"),
-)
 SPLITS: tuple[str, ...] = ("train", "dev", "test", "festival", "unheard")
+FILES: tuple[str, ...] = tuple(f"{split}.jsonl" for split in SPLITS)
 SIZES: Final[dict[str, int]] = {
-    **{"train": 24000, "dev": 500, "test": 500, "festival": 500, "unheard": 500}
+    "train": 24000,
+    "dev": 500,
+    "test": 500,
+    "festival": 500,
+    "unheard": 500,
 }
+"""Utterances per split of the full corpus."""
 HELD_OUT_VOICES: tuple[str, ...] = (voices.CHOICE_VOICE,)
 """flite's voices training and dev never hear; `unheard` speaks dev's numbers in them."""
-"""Utterances per split of the full corpus."""
 SEED = 15  # the issue that asked for it
 MAX_NUMBER = 9999
 HELD_OUT = 500
