@@ -23,8 +23,10 @@ from lowering_helpers import params_of
 from seqc.backends.tf.ops import Ctx, run_graph
 from seqc.backends.tf.savedmodel import export_savedmodel, input_specs
 from seqc.backends.tf.scopes import in_layers, layer_scope
+from seqc.backends.tflite import convert as convert_module
 from seqc.backends.tflite.convert import TfliteConversionError, convert
 from seqc.backends.tflite.flatbuffer import float_compute, ops
+from seqc.backends.tflite.islands import leaks
 from seqc.backends.tflite.runtime import TfliteRunner
 from seqc.compiler.compile import compile_task
 from seqc.compiler.graph import Graph
@@ -107,6 +109,50 @@ def test_kept_layers_stay_float_and_the_rest_is_int8(lm: Lm) -> None:
         want = float_model.run(feeds)["logits"]
         got = runner.run(feeds)["logits"]
         assert np.max(np.abs(got - want)) <= 0.4 * np.max(np.abs(want))
+
+
+def test_a_kept_layer_quantized_after_all_is_refused(
+    lm: Lm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quantizer does not always leave a denied op float (TF 2.21 quantizes a denied
+    SPLIT): an op of a kept layer computing in int8 fails the export, named."""
+    model = convert(lm.saved_model, "int8", lm.representative, ["serving_default"], KEPT)
+    assert leaks(model, KEPT) == []
+    deny = convert_module.quantize_except
+
+    def forgetful(calibrated: bytes, nodes: list[str]) -> bytes:  # forgets blocks.1's MLP
+        return deny(calibrated, [n for n in nodes if "blocks.1.mlp" not in n])
+
+    monkeypatch.setattr(convert_module, "quantize_except", forgetful)
+    with pytest.raises(TfliteConversionError, match=r"blocks\.1\.mlp.* computes in int8") as info:
+        convert(lm.saved_model, "int8", lm.representative, ["serving_default"], KEPT)
+    assert "went through int8" in str(info.value)
+
+
+def _split_outside(x: tf.Tensor) -> dict[str, tf.Tensor]:
+    """A kept layer `front` whose halves are split by an op named outside it, as the speech
+    front end's DFT was before `partition_slices` sliced portable graphs one by one."""
+    with tf.name_scope("front/"):
+        y = tf.exp(x * 0.5)
+    left, right = tf.split(y, 2, axis=1)
+    with tf.name_scope("front/"):
+        z = tf.math.log(left + right)
+    return {"y": z * 2.0}
+
+
+def test_a_round_trip_through_an_op_named_outside_is_found(tmp_path: Path) -> None:
+    module = tf.Module()
+    module.f = tf.function(
+        _split_outside,
+        autograph=False,
+        input_signature=[tf.TensorSpec([None, 8], tf.float32, "x")],
+    )
+    tf.saved_model.save(module, str(tmp_path / "sm"), signatures={"serving_default": module.f})
+    rng = np.random.default_rng(0)
+    rep = [{"x": rng.uniform(-1, 1, (2, 8)).astype(np.float32)} for _ in range(4)]
+    with pytest.raises(TfliteConversionError, match="went through int8") as info:
+        convert(tmp_path / "sm", "int8", lambda: iter(rep), None, ["front"])
+    assert any("rounded to int8 and back" in s or "computes in int8" in s for s in info.value.ops)
 
 
 def test_keep_float_errors_name_the_layer_and_the_mode(lm: Lm) -> None:

@@ -161,7 +161,8 @@ def convert(
 
     Raises `TfliteConversionError` for a missing SavedModel, an unknown signature key or mode,
     calibration feeds that do not fit, any op the TFLite builtins cannot express, a kept layer
-    with no op in the model, and (int8) any op outside the kept layers left computing in float.
+    with no op in the model, and (int8) any op outside the kept layers left computing in float
+    or any value of a kept layer rounded through int8 inside it.
     """
     saved_model_dir = Path(saved_model_dir)
     if quantize not in QUANTIZE:
@@ -214,7 +215,24 @@ def convert(
         model = share_tied_tables(model)
     if quantize == "int8":
         _check_integer(model, saved_model_dir, keep_float)
+        _check_islands(model, saved_model_dir, keep_float)
     return model
+
+
+def _check_islands(model: bytes, saved_model_dir: Path, keep_float: Sequence[str]) -> None:
+    """Refuse an int8 model in which a `keep_float` layer's values went through int8 inside
+    the layer (`seqc.backends.tflite.islands`): it would not compute them as asked."""
+    from seqc.backends.tflite.islands import leaks
+
+    found = leaks(model, keep_float)
+    if found:
+        raise TfliteConversionError(
+            f"{saved_model_dir}: keep_float = [{', '.join(map(repr, keep_float))}], but "
+            f"{len(found)} value(s) of those layers went through int8: {'; '.join(found[:6])}. "
+            "This is a defect of seqc's TF graph or of the converter (please report it); until "
+            "it is mended, keep the layers around it float too, or use quantize='dynamic'",
+            ops=tuple(found),
+        )
 
 
 def _kept_nodes(model: bytes, keep_float: Sequence[str], saved_model_dir: Path) -> list[str]:
