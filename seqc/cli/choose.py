@@ -85,6 +85,7 @@ def choose_cmd(
     translation, else perplexity or loss), the best taken (a tie to the newer, unaveraged),
     every figure written to RUN/chosen.json. Read the test once after, with --checkpoint."""
     from seqc.run.scoring.checkpoint_eval import evaluate_checkpoint
+    from seqc.run.scoring.own_manifest import with_manifest
     from seqc.run.session import open_sessions
     from seqc.run.weights import choose
     from seqc.run.weights.restore import run_backend
@@ -99,12 +100,7 @@ def choose_cmd(
             code="choose-on-test",
             hint="choose on dev, or on a manifest held out of training (--manifest FILE)",
         )
-    set_ = list(set_ or [])
-    label = None if manifest is None else f"manifest-{manifest.stem}"
-    if manifest is not None:
-        from seqc.run.scoring.own_manifest import manifest_override
-
-        set_.append(manifest_override(spec, experiment, set_, task, split, manifest))
+    set_, label = with_manifest(spec, experiment, list(set_ or []), task, split, manifest)
     sessions = open_sessions(spec, experiment, set_, cache_dir=cache_dir, task=task)
     if len(sessions) > 1:
         raise UsageError(

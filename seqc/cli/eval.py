@@ -26,6 +26,7 @@ from seqc.cli.options import (
     TokenizerCacheOpt,
 )
 from seqc.run.scoring.checkpoint_eval import evaluate_checkpoint
+from seqc.run.scoring.own_manifest import with_manifest
 from seqc.run.session import open_session, open_sessions
 from seqc.run.weights.restore import artifact_task, run_backend
 from seqc.spec.errors import UsageError
@@ -90,14 +91,9 @@ def eval_cmd(
         registry.check_backend(backend)
     run_dir = run_dir or Path("runs") / experiment
     split = split or ("test" if manifest is not None else "dev")
-    set_ = list(set_ or [])
-    # your own manifest's transcripts go to RUN/eval/STEP-manifest-NAME: under the split's name
-    # they replaced the spec's test split's
-    label = None if manifest is None else f"manifest-{manifest.stem}"
+    # your own manifest's transcripts go to RUN/eval/STEP-manifest-NAME
+    set_, label = with_manifest(spec, experiment, list(set_ or []), task, split, manifest)
     if manifest is not None:
-        from seqc.run.scoring.own_manifest import manifest_override
-
-        set_.append(manifest_override(spec, experiment, set_, task, split, manifest))
         limit = 0 if limit is None else limit  # your own recordings: all of them
     if limit is None:  # a test figure is reported on the whole split; dev is a quick look
         limit = 0 if split == "test" else DEV_LIMIT

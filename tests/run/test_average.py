@@ -16,16 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import Result
-from tiny_specs import LM_SPEC, lm_corpus
+from tiny_specs import checkpointed_lm
 from typer.testing import CliRunner
 
 from seqc.backends import registry
 from seqc.backends.api import Weights
 from seqc.backends.weights import read_weights
 from seqc.cli import app
-from seqc.resolve.program import SEQC_PATH
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 STEPS = [4, 6, 8]
 
@@ -33,18 +31,8 @@ STEPS = [4, 6, 8]
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the spec, a JAX run directory with checkpoints at `STEPS`)."""
-    folder = tmp_path_factory.mktemp("avg")
-    lm_corpus(folder)
-    spec = folder / "lm.seq"
-    spec.write_text(LM_SPEC.format(common=(ROOT / "examples/common/transformer.seq").as_posix()))
-    run = folder / "run"
-    args = ["train", *_base(spec), "--run-dir", str(run), "--no-progress"]
-    args += ["--set", "train.steps=8", "--set", "train.checkpoint_every=2"]
-    args += ["--set", "train.keep_checkpoints=4"]
-    with pytest.MonkeyPatch.context() as mp:  # conftest's library root, for a module fixture
-        mp.setenv(SEQC_PATH, str(tmp_path_factory.getbasetemp()))
-        result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
+    library = tmp_path_factory.getbasetemp()
+    spec, run = checkpointed_lm(tmp_path_factory.mktemp("avg"), library, keep=4)
     assert sorted(int(p.name) for p in (run / "checkpoints").iterdir()) == [2, *STEPS]
     return spec, run
 

@@ -11,35 +11,22 @@ import json
 from pathlib import Path
 
 import pytest
-from tiny_specs import LM_SPEC, lm_corpus
+from tiny_specs import checkpointed_lm
 from typer.testing import CliRunner
 
 from seqc.cli import app
-from seqc.resolve.program import SEQC_PATH
 from seqc.run.report import PlainReporter
 from seqc.run.weights import choose
 from seqc.spec.errors import UsageError
 
-ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the spec, a JAX run directory with checkpoints at steps 4, 6 and 8)."""
-    folder = tmp_path_factory.mktemp("choose")
-    lm_corpus(folder)
-    spec = folder / "lm.seq"
-    spec.write_text(LM_SPEC.format(common=(ROOT / "examples/common/transformer.seq").as_posix()))
-    run = folder / "run"
-    args = ["train", *_base(spec), "--run-dir", str(run), "--no-progress"]
-    args += ["--set", "train.steps=8", "--set", "train.checkpoint_every=2"]
-    args += ["--set", "train.keep_checkpoints=3"]
-    with pytest.MonkeyPatch.context() as mp:  # conftest's library root, for a module fixture
-        mp.setenv(SEQC_PATH, str(tmp_path_factory.getbasetemp()))
-        result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    return spec, run
+    library = tmp_path_factory.getbasetemp()
+    return checkpointed_lm(tmp_path_factory.mktemp("choose"), library, keep=3)
 
 
 def _base(spec: Path) -> list[str]:

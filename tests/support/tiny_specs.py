@@ -65,6 +65,30 @@ def lm_corpus(folder: Path) -> None:
         (folder / f"{split}.txt").write_text("\n".join(lines) + "\n")
 
 
+def checkpointed_lm(folder: Path, library: Path, keep: int) -> tuple[Path, Path]:
+    """(`LM_SPEC` as `folder/lm.seq`, a JAX run of it in `folder/run`): 8 steps of experiment
+    `tiny`, a checkpoint every 2, the newest `keep` kept (`seqc average`'s and `seqc choose`'s
+    tests). `library` is the test session's library root (`SEQC_PATH`)."""
+    import pytest
+    from typer.testing import CliRunner
+
+    from seqc.cli import app
+    from seqc.resolve.program import SEQC_PATH
+
+    lm_corpus(folder)
+    spec = folder / "lm.seq"
+    spec.write_text(LM_SPEC.format(common=COMMON.as_posix()))
+    run = folder / "run"
+    args = ["train", str(spec), "-e", "tiny", "--cache-dir", str(folder / "cache")]
+    args += ["--run-dir", str(run), "--no-progress", "--set", "train.steps=8"]
+    args += ["--set", "train.checkpoint_every=2", "--set", f"train.keep_checkpoints={keep}"]
+    with pytest.MonkeyPatch.context() as mp:  # the library root, for a module fixture
+        mp.setenv(SEQC_PATH, str(library))
+        result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return spec, run
+
+
 def spec_with(folder: Path, loss: str) -> Path:
     """`LM_SPEC` with `loss` in place of its decode line, and its corpus, in `folder`."""
     lm_corpus(folder)

@@ -19,6 +19,23 @@ from seqc.resolve.values import CallValue
 from seqc.spec.errors import FileError, UsageError
 
 
+def with_manifest(
+    spec: Path,
+    experiment: str,
+    overrides: list[str],
+    task: str | None,
+    split: str,
+    manifest: Path | None,
+) -> tuple[list[str], str | None]:
+    """The overrides with `manifest` (if given) as the `split` of the speech task's input, and
+    the label its transcripts go under in RUN/eval in place of the split's name
+    (`manifest-NAME`: under the split's own name they would replace the spec's split's)."""
+    if manifest is None:
+        return overrides, None
+    extra = manifest_override(spec, experiment, overrides, task, split, manifest)
+    return [*overrides, extra], f"manifest-{manifest.stem}"
+
+
 def manifest_override(
     spec: Path,
     experiment: str,
