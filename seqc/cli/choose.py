@@ -128,11 +128,10 @@ def choose_cmd(
         "limit": limit,
     }
     done = choose.choose(found, score, rule, run_dir, about, reporter)
-    name = choose.figure_name(rule, done.scored[0][1])
-    out.print(f"{'candidate':<24} {name:>10}")
+    out.print(f"{'candidate':<24} {choose.measure(done.scored[0][1], rule)[0]:>10}")
     for candidate, figures in done.scored:
         mark = "  <- chosen" if candidate == done.chosen else ""
-        out.print(f"{candidate.name:<24} {choose.figure(figures, rule):>10.4g}{mark}")
+        out.print(f"{candidate.name:<24} {choose.measure(figures, rule)[1]:>10.4g}{mark}")
     out.print(f"chosen: {done.chosen.name}: {done.chosen.path}")
     out.print(f"every figure: {done.record}")
     out.print(

@@ -40,11 +40,10 @@ def leaks(model: bytes, layers: Sequence[str]) -> list[str]:
             made[(op.subgraph, name)] = op
     found = []
     for op in everything:
-        in_kept = any(in_layers(name, kept) for name in op.output_names)
-        if in_kept and op.name != "QUANTIZE" and "INT8" in op.outputs:
-            found.append(f"{op.name} `{_short(op)}` computes in int8")
-        if not in_kept:
+        if not any(in_layers(name, kept) for name in op.output_names):
             continue
+        if op.name != "QUANTIZE" and "INT8" in op.outputs:
+            found.append(f"{op.name} `{_short(op)}` computes in int8")
         for name in op.input_names:
             source = made.get((op.subgraph, name))
             if source is not None and source.name == "DEQUANTIZE":

@@ -193,9 +193,7 @@ def training_voice(rng: np.random.Generator, held_out: Collection[str] = ()) -> 
     rate = int(rng.integers(ESPEAK_RATES[0], ESPEAK_RATES[1] + 1))
     pitch = int(rng.integers(ESPEAK_PITCHES[0], ESPEAK_PITCHES[1] + 1))
     flite = FLITE_VOICES[int(rng.integers(len(FLITE_VOICES)))]
-    stretch = round(float(rng.uniform(*FLITE_STRETCH)), 2)
-    cents = int(rng.integers(FLITE_CENTS[0], FLITE_CENTS[1] + 1))
-    f0 = int(rng.integers(FLITE_F0[0], FLITE_F0[1] + 1))
+    stretch, cents, f0 = _flite_settings(rng)
     piper_stretch = round(float(rng.uniform(*PIPER_STRETCH)), 2)
     piper_cents = int(rng.integers(PIPER_CENTS[0], PIPER_CENTS[1] + 1))
     heard = [v for v in FLITE_VOICES if v not in held_out]
@@ -219,11 +217,18 @@ def festival_voice(rng: np.random.Generator) -> Voice:
 def unheard_voice(rng: np.random.Generator, voice: str = CHOICE_VOICE) -> Voice:
     """flite's `voice`, held out of training, with a training utterance's speed and pitch
     shift (rms ignores a mean pitch), for the split checkpoints are chosen on."""
+    stretch, cents, f0 = _flite_settings(rng)
+    pitched = f0 if voice in FLITE_F0_VOICES else None
+    return Voice("flite", voice, pitch=cents, stretch=stretch, f0=pitched)
+
+
+def _flite_settings(rng: np.random.Generator) -> tuple[float, int, int]:
+    """A flite utterance's duration stretch, pitch shift (cents) and mean pitch (Hz), drawn in
+    that order (the order fixes every later draw of the utterance's generator)."""
     stretch = round(float(rng.uniform(*FLITE_STRETCH)), 2)
     cents = int(rng.integers(FLITE_CENTS[0], FLITE_CENTS[1] + 1))
     f0 = int(rng.integers(FLITE_F0[0], FLITE_F0[1] + 1))
-    pitched = f0 if voice in FLITE_F0_VOICES else None
-    return Voice("flite", voice, pitch=cents, stretch=stretch, f0=pitched)
+    return stretch, cents, f0
 
 
 TEST = Voice("flite", TEST_VOICE)

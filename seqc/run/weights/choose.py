@@ -143,10 +143,9 @@ def choose(
     best: tuple[Candidate, float] | None = None
     for i, candidate in enumerate(candidates):
         figures = score(candidate)
-        value = figure(figures, rule)
+        name, value = measure(figures, rule)
         scored.append((candidate, figures))
-        said = f"{figure_name(rule, figures)} {value:.4g}"
-        reporter.info(f"[{i + 1}/{len(candidates)}] {candidate.name}: {said}")
+        reporter.info(f"[{i + 1}/{len(candidates)}] {candidate.name}: {name} {value:.4g}")
         if best is None or rule.better(value, best[1]):
             best = (candidate, value)
     assert best is not None  # `candidates` refuses a run without checkpoints
@@ -155,22 +154,14 @@ def choose(
     return Choice(rule, scored, best[0], record)
 
 
-def figure(figures: dict[str, Any], rule: Criterion) -> float:
-    """The number `rule` compares in one candidate's figures."""
+def measure(figures: dict[str, Any], rule: Criterion) -> tuple[str, float]:
+    """(name, value) of the figure `rule` compares in one candidate's figures: `wer`, `bleu`,
+    or the split's headline (`perplexity`, or a CTC model's `loss`)."""
     if rule.name != "headline":
-        return float(figures[rule.name])
+        return rule.name, float(figures[rule.name])
     from seqc.run.scoring.evaluate import headline
 
-    return headline(figures)[1]
-
-
-def figure_name(rule: Criterion, figures: dict[str, Any]) -> str:
-    """What the compared number is called: `wer`, `bleu`, `perplexity` or `loss`."""
-    if rule.name != "headline":
-        return rule.name
-    from seqc.run.scoring.evaluate import headline
-
-    return headline(figures)[0]
+    return headline(figures)
 
 
 def write_record(
@@ -188,7 +179,7 @@ def write_record(
 
     record = {
         **about,
-        "criterion": figure_name(rule, scored[0][1]),
+        "criterion": measure(scored[0][1], rule)[0],
         "lower_is_better": rule.lower_is_better,
         "rule": "the best figure; a tie to the earlier candidate (newest checkpoint first, "
         "then older ones, then the means of the newest 2, 3, ...)",
