@@ -80,8 +80,8 @@ CORPORA: dict[str, Corpus] = {
         ),
         Corpus(
             spoken_numbers.NAME,
-            "synthetic speech: numbers 0-9999 in words by espeak-ng and flite, test on an "
-            "unheard voice (ASR)",
+            "synthetic speech: numbers 0-9999 in words by espeak-ng, flite and Piper, test on "
+            "a voice training never hears (ASR)",
             spoken_numbers.FILES,
             spoken_numbers.build,
             f"nothing: it is synthesised (needs {spoken_numbers.voices.PACKAGES})",

@@ -15,7 +15,7 @@ import re
 import shutil
 import tempfile
 import wave
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,33 +43,26 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def voice_for(split: str, rng: np.random.Generator, held_out: Collection[str] = ()) -> Voice:
+def voice_for(split: str, rng: np.random.Generator) -> Voice:
     """Who speaks one utterance of `split`: slt for test, Festival's voices for `festival`, the
-    training pool less the flite voices `held_out` for train and dev, and those for `unheard`."""
+    training pool for train and dev."""
     if split == "test":
         return voices.TEST
     if split == "festival":
         return voices.festival_voice(rng)
-    if split == "unheard":
-        if len(held_out) != 1:
-            raise ValueError(f"`unheard` is spoken by one held-out flite voice, not {held_out}")
-        return voices.unheard_voice(rng, next(iter(held_out)))
-    return voices.training_voice(rng, held_out)
+    return voices.training_voice(rng)
 
 
-def voice_pool(held_out: Collection[str] = ()) -> dict[str, list[str]]:
+def voice_pool() -> dict[str, list[str]]:
     """The voices of each split, for a manifest."""
-    pool = {
+    return {
         "train_dev": [f"espeak-ng:{v}" for v in voices.ESPEAK_ACCENTS]
-        + [f"flite:{v}" for v in voices.FLITE_VOICES if v not in held_out]
+        + [f"flite:{v}" for v in voices.FLITE_VOICES]
         + [f"piper:{neural_voice.VOICE}"],
         "espeak_variants": [v for v in voices.ESPEAK_VARIANTS if v],
         "test": [voices.TEST.speaker],
         "festival (evaluation only)": [f"festival:{v}" for v in voices.FESTIVAL_VOICES],
     }
-    if held_out:
-        pool["unheard (choosing checkpoints)"] = [f"flite:{v}" for v in held_out]
-    return pool
 
 
 def find_tools(corpus: str) -> dict[str, str]:

