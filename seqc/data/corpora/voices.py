@@ -107,6 +107,7 @@ PIPER_CENTS = (-300, 300)
 """A pitch shift of Piper's voice by sox, in cents, uniform in this range."""
 TEST_VOICE = "slt"
 """flite's voice for the test split only."""
+
 FESTIVAL_VOICES: tuple[str, ...] = ("kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts")
 """Festival's English voices in Debian, for the evaluation-only `festival` split."""
 FESTIVAL_STRETCH = (0.9, 1.15)
@@ -185,7 +186,9 @@ def training_voice(rng: np.random.Generator) -> Voice:
     rate = int(rng.integers(ESPEAK_RATES[0], ESPEAK_RATES[1] + 1))
     pitch = int(rng.integers(ESPEAK_PITCHES[0], ESPEAK_PITCHES[1] + 1))
     flite = FLITE_VOICES[int(rng.integers(len(FLITE_VOICES)))]
-    stretch, cents, f0 = _flite_settings(rng)
+    stretch = round(float(rng.uniform(*FLITE_STRETCH)), 2)
+    cents = int(rng.integers(FLITE_CENTS[0], FLITE_CENTS[1] + 1))
+    f0 = int(rng.integers(FLITE_F0[0], FLITE_F0[1] + 1))
     piper_stretch = round(float(rng.uniform(*PIPER_STRETCH)), 2)
     piper_cents = int(rng.integers(PIPER_CENTS[0], PIPER_CENTS[1] + 1))
     if engine_draw < ESPEAK_SHARE:
@@ -201,15 +204,6 @@ def festival_voice(rng: np.random.Generator) -> Voice:
     """A Festival voice (evaluation only) with its duration stretch."""
     voice = FESTIVAL_VOICES[int(rng.integers(len(FESTIVAL_VOICES)))]
     return Voice("festival", voice, stretch=round(float(rng.uniform(*FESTIVAL_STRETCH)), 2))
-
-
-def _flite_settings(rng: np.random.Generator) -> tuple[float, int, int]:
-    """A flite utterance's duration stretch, pitch shift (cents) and mean pitch (Hz), drawn in
-    that order (the order fixes every later draw of the utterance's generator)."""
-    stretch = round(float(rng.uniform(*FLITE_STRETCH)), 2)
-    cents = int(rng.integers(FLITE_CENTS[0], FLITE_CENTS[1] + 1))
-    f0 = int(rng.integers(FLITE_F0[0], FLITE_F0[1] + 1))
-    return stretch, cents, f0
 
 
 TEST = Voice("flite", TEST_VOICE)
