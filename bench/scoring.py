@@ -9,8 +9,10 @@ positions teacher-forced, the median of each round's repeats.
 
 Then what n-best rescoring pays (`seqc rescore`, `bench/lm_fusion.py`): `--sentences` dev lines
 of 3-12 words, scored whole by each artifact as `seqc.run.lm.language_model.LanguageModel` does
-(`--batch` sentences a call, shortest first, one step per position), the normalised LM's
-log-softmax counted with its step; milliseconds per sentence, alternating rounds.
+(`--batch` sentences a call, shortest first): by its sentence scorer (`sequence.onnx`, one call
+a batch; the normalised LM's log-softmax inside it), and, for comparison, one step per
+position (the normalised LM's log-softmax counted with its step); milliseconds per sentence,
+alternating rounds. `sentence_scoring_speedup` is the sentence scorers', what rescoring runs.
 
 Run `python bench/scoring.py --spec examples/lm/words.seq -e lm.words.snis --run-dir
 runs/words/lm.words.snis` after training that run. The last lines are `name: value` pairs.
@@ -90,10 +92,13 @@ def main() -> None:
     print(f"latency_ms_logits_b1x{n}: {logits:.1f}")
     print(f"latency_ms_score_b1x{n}: {score:.1f}")
     print(f"scoring_speedup: {logits / score:.2f}")
-    normalised, raw = (statistics.median(per_sentence[k]) for k in ("logits", "score"))
-    print(f"sentence_ms_normalized: {normalised:.2f}")
-    print(f"sentence_ms_raw: {raw:.2f}")
-    print(f"sentence_scoring_speedup: {normalised / raw:.2f}")
+    med = {k: statistics.median(v) for k, v in per_sentence.items()}
+    print(f"step_sentence_ms_normalized: {med['logits steps']:.2f}")
+    print(f"step_sentence_ms_raw: {med['score steps']:.2f}")
+    print(f"step_sentence_scoring_speedup: {med['logits steps'] / med['score steps']:.2f}")
+    print(f"sentence_ms_normalized: {med['logits']:.2f}")
+    print(f"sentence_ms_raw: {med['score']:.2f}")
+    print(f"sentence_scoring_speedup: {med['logits'] / med['score']:.2f}")
 
 
 def _phrases(path: Path, n: int) -> list[str]:
@@ -105,15 +110,24 @@ def _phrases(path: Path, n: int) -> list[str]:
 def _sentence_times(
     folder: Path, texts: list[str], rounds: int, batch: int
 ) -> dict[str, list[float]]:
-    """Milliseconds per sentence of each artifact's `LanguageModel.sentences`, alternating."""
+    """Milliseconds per sentence of each artifact's `LanguageModel.sentences`, by its sentence
+    scorer (`sequence.onnx`, `logits` and `score`) and by its step (`logits steps`, `score
+    steps`), alternating; each way's sentence totals must agree."""
     from seqc.run.lm.language_model import LmSource, open_language_model
 
-    models = {k: open_language_model(LmSource(artifact=folder / k)) for k in ("logits", "score")}
-    for model in models.values():
-        model.sentences(texts[:batch], batch)  # warm
-    times: dict[str, list[float]] = {"logits": [], "score": []}
+    models = {}
+    for k in ("logits", "score"):
+        models[k] = open_language_model(LmSource(artifact=folder / k))
+        assert models[k].sequence is not None, f"the {k} artifact has no sentence scorer"
+        models[f"{k} steps"] = open_language_model(LmSource(artifact=folder / k))
+        models[f"{k} steps"].sequence = None
+    totals = {name: model.sentences(texts[:batch], batch) for name, model in models.items()}
+    for k in ("logits", "score"):
+        gap = max(abs(a - b) for a, b in zip(totals[k], totals[f"{k} steps"], strict=True))
+        print(f"{k}: sentence scorer - steps: {gap:.1e} at most (of a sentence's log-score)")
+    times: dict[str, list[float]] = {name: [] for name in models}
     for r in range(rounds):
-        for name in ("logits", "score") if r % 2 == 0 else ("score", "logits"):
+        for name in list(models) if r % 2 == 0 else list(models)[::-1]:
             model = models[name]
             model.seconds = 0.0
             model.sentences(texts, batch)

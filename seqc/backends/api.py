@@ -255,11 +255,25 @@ class StepFunctions(Protocol):
     Why: at beam 4 and 16 sources a step reads and writes tens of megabytes of caches, and
     copying them to the host and back cost more than the step's arithmetic. A runtime whose
     steps gain from more rows says how many sources to decode together in `batch_sources`
-    (`seqc.run.decoding.steps.decode_all`; one at a time without it)."""
+    (`seqc.run.decoding.steps.decode_all`; one at a time without it).
+
+    A language model's artifact whose format carries its whole-sentence scorer
+    (`StepProgram.sequence`: ONNX) also has `sequence(feeds)`, the score of each given next
+    token [B, T] in one call; `sentence_scorer` finds it."""
 
     def encode(self, feeds: Arrays) -> dict[str, np.ndarray]: ...
 
     def step(self, feeds: Arrays) -> tuple[np.ndarray, dict[str, np.ndarray]]: ...
+
+
+SentenceScorer = Callable[[Arrays], np.ndarray]
+"""A language model's whole-sentence scorer: its feeds in, each next token's score [B, T] out."""
+
+
+def sentence_scorer(fns: StepFunctions) -> SentenceScorer | None:
+    """The whole-sentence scorer of a runtime that has one (`StepFunctions`), else None."""
+    scorer = getattr(fns, "sequence", None)
+    return scorer if callable(scorer) else None
 
 
 class Backend(Protocol):
@@ -379,8 +393,9 @@ class ExportJob:
     metadata: dict[str, str]
     """Experiment and task names, for formats that carry metadata in the model file."""
     calibration: Callable[[str], list[dict[str, np.ndarray]]]
-    """Real feeds of the `encoder` or the `step` graph (dev data run through the reference
-    backend's step functions), for static quantization and representative datasets."""
+    """Real feeds of the `encoder`, `step` or `sequence` graph (dev data run through the
+    reference backend's step functions), for static quantization and representative
+    datasets."""
     probe: Callable[[str], dict[str, np.ndarray]]
     """One small real feed of the `encoder` or the `step` graph, for a check of the float model
     that needs one run (a float export draws no calibration set for it)."""

@@ -73,6 +73,10 @@ class StepProgram:
     output: str = "logits"
     """The step's first output: `logits` [B, 1, vocab], or a scoring graph's `score` [B, 1]
     (`seqc.compiler.scoring`)."""
+    sequence: Graph | None = None
+    """A language model's whole-sentence scorer (`seqc.compiler.scoring.sequence_graph`): the
+    forward inputs and `next` [B, T] in, the score of each next token [B, T] out; None for a
+    model whose artifacts score by steps alone."""
 
     @property
     def encoder_only(self) -> bool:

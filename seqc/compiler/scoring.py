@@ -59,3 +59,33 @@ def scoring_graph(graph: Graph) -> Graph:
         score = b.binary("add", score, b.gather(b.shared_param(head.bias), ids))
     b.graph.outputs = [score]
     return b.graph
+
+
+def label_scores_graph(graph: Graph) -> Graph:
+    """`graph` with the log-probability of a given token at each position: the log-softmax of
+    its logits over the vocabulary, read at `next` ([B, T] in, `score` [B, T] out). What a
+    normalised LM is read by when whole sentences are scored (n-best rescoring): the
+    normalisation in the runtime, in one pass over the sentence, rather than the logits
+    [B, T, V] out of it and summed on the host."""
+    logits = graph.outputs[0]
+    b = GraphBuilder()
+    b.graph = Graph(
+        inputs=dict(graph.inputs),
+        params=dict(graph.params),
+        ops=list(graph.ops),
+        subgraphs=dict(graph.subgraphs),
+    )
+    op = graph.ops[logits]
+    b.layer, b.span = op.layer, op.span
+    ids = b.input(SCORE_INPUT, TensorType("int32", op.type.shape[:-1]))
+    log_p = b.log_softmax(b.cast(logits, "float32"))
+    b.graph.outputs = [b.take_along(log_p, ids)]
+    return b.graph
+
+
+def sequence_graph(graph: Graph, normalize: bool) -> Graph:
+    """A language model's whole-sentence scorer: the score of each given next token at every
+    position, in one pass (`normalize`: log p by the softmax; otherwise the raw score s of a
+    self-normalised model, `scoring_graph`). Stepping a sentence through the decoder step costs
+    a runtime call per position, which on a CPU weighs more than a small LM's arithmetic."""
+    return label_scores_graph(graph) if normalize else scoring_graph(graph)

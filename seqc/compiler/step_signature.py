@@ -11,7 +11,7 @@ JSON, `to_json` / `from_json`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,15 +42,27 @@ class StepSignature:
     encoder_only: bool = False
     """True for a program without a step graph: `encode` gives its output (`output`, the
     frame logits of a CTC model), and there is nothing to step."""
+    sequence_inputs: dict[str, str] = field(default_factory=dict)
+    """The whole-sentence scorer's inputs (`StepProgram.sequence`) -> batch field (`next` ->
+    the labels'); empty for a program without one."""
 
     @classmethod
     def of(
-        cls, program: StepProgram, fields: dict[str, str], score_field: str | None = None
+        cls,
+        program: StepProgram,
+        fields: dict[str, str],
+        score_field: str | None = None,
+        label_field: str | None = None,
     ) -> StepSignature:
         """From a `StepProgram` and the model's forward input -> batch field table; a scoring
-        program's last stepping input is fed from `score_field`."""
+        program's last stepping input is fed from `score_field`, a whole-sentence scorer's
+        `next` from `label_field`."""
         enc = program.encoder
         scoring = score_field is not None
+        seq = program.sequence
+        labels = label_field or score_field
+        if seq is not None and labels is None:
+            raise ValueError("a program with a whole-sentence scorer needs its labels' field")
         return cls(
             token_input=program.stepping[0] if program.stepping else None,
             caches={c.name: (list(c.type.shape), c.type.dtype) for c in program.caches},
@@ -67,6 +79,9 @@ class StepSignature:
             score_input=program.stepping[-1] if scoring else None,
             score_field=score_field,
             encoder_only=program.encoder_only,
+            sequence_inputs={
+                name: fields.get(name, labels or "") for name in (seq.inputs if seq else {})
+            },
         )
 
     def batch_axis(self, shape: list[Any]) -> int:
@@ -116,6 +131,7 @@ class StepSignature:
             "score_input": self.score_input,
             "score_field": self.score_field,
             "encoder_only": self.encoder_only,
+            "sequence_inputs": self.sequence_inputs,
         }
 
     @classmethod
@@ -131,6 +147,7 @@ class StepSignature:
             score_input=data.get("score_input"),
             score_field=data.get("score_field"),
             encoder_only=bool(data.get("encoder_only", False)),  # manifests from before CTC
+            sequence_inputs=dict(data.get("sequence_inputs", {})),  # before sentence scorers
         )
 
 

@@ -97,13 +97,26 @@ def test_raw_scores_are_the_logits_at_the_words(run: Source) -> None:
 def test_sentences_are_batched_by_length_and_returned_in_order(
     run: Source, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rescoring scores many texts at once: a batch is texts of one length (it steps through
-    its longest text's positions), and each score comes back at its text's place, whatever the
-    batch size."""
+    """Rescoring scores many texts at once: a batch is texts of one length (by steps, it
+    steps through its longest text's positions; by the sentence scorer, it is as wide as
+    its longest text), and each score comes back at its text's place, whatever the batch
+    size and whichever way it is scored."""
     lm = open_language_model(LmSource(source=run))
-    assert isinstance(lm, LanguageModel)
+    assert isinstance(lm, LanguageModel) and lm.sequence is not None
     texts = ["abcabcab", "a", "bcabcabc", "b", "", "cab"]
     alone = [lm.sentences([t])[0] for t in texts]
+    widths: list[int] = []
+    scorer = lm.sequence
+
+    def whole(feeds: dict[str, np.ndarray]) -> np.ndarray:
+        widths.append(feeds["ids"].shape[1])
+        return scorer(feeds)
+
+    lm.sequence = whole
+    assert lm.sentences(texts, batch=2) == pytest.approx(alone, abs=1e-5)
+    # shortest first: ("", "a"), ("b", "cab"), the two of 8 characters; one call each
+    assert widths == [2, 4, 9]
+    lm.sequence = None  # by steps
     steps: list[int] = []
     step = lm._step
 
@@ -112,11 +125,21 @@ def test_sentences_are_batched_by_length_and_returned_in_order(
         return step(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(lm, "_step", counted)
-    assert lm.sentences(texts, batch=2) == pytest.approx(alone, abs=1e-5)
-    # shortest first: ("", "a"), ("b", "cab"), the two of 8 characters: 2 + 4 + 9 positions,
-    # where the given order would step 9 + 9 + 4
+    assert lm.sentences(texts, batch=2) == pytest.approx(alone, abs=1e-4)
+    # 2 + 4 + 9 positions, where the given order would step 9 + 9 + 4
     assert len(steps) == 2 + 4 + 9
-    assert lm.sentences(texts) == pytest.approx(alone, abs=1e-5)
+    assert lm.sentences(texts) == pytest.approx(alone, abs=1e-4)
+
+
+@pytest.mark.parametrize("scores", [NORMALIZED, RAW])
+def test_the_sentence_scorer_scores_as_the_steps_do(run: Source, scores: str) -> None:
+    """Whole sentences in one call (the forward, normalised in the graph, or the scoring
+    graph) give what a call per position gives: both are the model's scores of the words."""
+    lm = open_language_model(LmSource(source=run, scores=scores))
+    assert lm.sequence is not None
+    whole = lm.sentences(TEXTS)
+    lm.sequence = None
+    assert lm.sentences(TEXTS) == pytest.approx(whole, abs=1e-4)
 
 
 def test_prefix_extensions_add_up_to_the_sentence(run: Source) -> None:

@@ -170,6 +170,24 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         lm = open_language_model(LmSource(artifact=run / "export" / name))
         assert lm.start == checkpoint.start == lm.tokenizer.eos_id
         assert lm.sentences(texts) == pytest.approx(checkpoint.sentences(texts), abs=1e-3)
+    # ONNX carries the sentence scorer (whole sentences a call, what rescoring runs), under
+    # the export's gate and scoring as its steps do; TFLite's manifest promises none
+    for quantize in ("none", "dynamic", "int8"):
+        m = _manifest(run, f"onnx-{quantize}")
+        assert "sequence.onnx" in m["files"] and m["step"]["sequence_inputs"] == {
+            "ids": "inputs",
+            "next": "targets",
+        }
+        assert m["sequence_parity"] <= (1e-4 if quantize == "none" else 0.5), quantize
+    assert _manifest(run, "tflite-none")["step"]["sequence_inputs"] == {}
+    assert "sequence_parity" not in _manifest(run, "tflite-none")
+    whole = open_language_model(LmSource(artifact=run / "export" / "onnx-none"))
+    steps = open_language_model(LmSource(artifact=run / "export" / "onnx-none"))
+    assert whole.sequence is not None
+    steps.sequence = None
+    assert whole.sentences(texts) == pytest.approx(steps.sentences(texts), abs=1e-4)
+    tflite = open_language_model(LmSource(artifact=run / "export" / "tflite-none"))
+    assert tflite.sequence is None
 
 
 def test_mt_exports_decode_translations_like_the_checkpoint(mt_run) -> None:

@@ -21,12 +21,13 @@ from tiny_specs import spec_with
 from typer.testing import CliRunner
 
 from seqc.backends import registry
+from seqc.backends.api import sentence_scorer
 from seqc.backends.jax.ops import run_graph
 from seqc.backends.weights import match_params, read_weights
 from seqc.cli import app
 from seqc.compiler.scoring import SCORE_INPUT, scoring_graph
 from seqc.compiler.step_signature import StepSignature
-from seqc.run.decoding.forced import teacher_forced
+from seqc.run.decoding.forced import sequence_feeds, teacher_forced
 from seqc.run.session import open_session
 
 runner = CliRunner()
@@ -118,6 +119,12 @@ def test_scoring_artifacts_match_the_model_and_say_what_they_score(
         sig = StepSignature.from_json(manifest["step"])
         fns = registry.artifact_format(fmt).runtime(folder, sig)
         np.testing.assert_allclose(teacher_forced(fns, sig, batch), expected, atol=1e-4)
+        scorer = sentence_scorer(fns)  # ONNX's sentence scorer: the raw scores, in one call
+        if fmt == "onnx":
+            assert scorer is not None and manifest["sequence_parity"] <= 1e-4
+            np.testing.assert_allclose(scorer(sequence_feeds(sig, batch)), expected, atol=1e-4)
+        else:
+            assert scorer is None and sig.sequence_inputs == {}
     result = runner.invoke(
         app, ["decode", *base, "--artifact", str(out / "onnx-none-score"), "--input", "-"],
         input="abc\n",

@@ -1,5 +1,7 @@
 """The ONNX artifact format: `encoder.onnx` (encoder-decoders only) and `step.onnx`; a model
-run in one pass (a CTC model: audio in, frame logits out) is `encoder.onnx` alone.
+run in one pass (a CTC model: audio in, frame logits out) is `encoder.onnx` alone. A language
+model also has `sequence.onnx`, its whole-sentence scorer (`StepProgram.sequence`): what n-best
+rescoring runs, a batch of sentences a call instead of a call per position.
 
 Built from the op graphs by `seqc.backends.onnx.emit`, gated by the ONNX checker and strict
 shape inference, quantized by `seqc.backends.onnx.quantize`; run by onnxruntime (`OnnxSteps`),
@@ -22,9 +24,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from seqc.backends.api import ExportJob
+from seqc.backends.api import ExportJob, SentenceScorer
 from seqc.backends.onnx.emit import check, to_onnx
 from seqc.backends.onnx.runtime import OnnxRunner, load_runner, reference_run
+from seqc.compiler.scoring import SCORE_OUTPUT
 from seqc.compiler.step_signature import StepSignature
 
 
@@ -40,6 +43,10 @@ class OnnxSteps:
         enc = folder / "encoder.onnx"
         self.encoder = load_runner(enc) if enc.exists() or sig.encoder_only else None
         self.stepper = None if sig.encoder_only else load_runner(folder / "step.onnx")
+        seq = folder / "sequence.onnx"
+        self.sequencer = load_runner(seq) if seq.exists() and sig.sequence_inputs else None
+        self.sequence: SentenceScorer | None = None if self.sequencer is None else self._sequence
+        """A language model's sentence scorer (`sequence.onnx`); None: scored by steps."""
         self.encoder_outputs = list(sig.encoder_outputs)
         self.caches = list(sig.caches)
 
@@ -54,11 +61,17 @@ class OnnxSteps:
         logits, *caches = self.stepper.run(feeds)
         return logits, dict(zip(self.caches, caches, strict=True))
 
+    def _sequence(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        """A language model's score of each given next token [B, T], whole sentences in one
+        call (`sequence.onnx`)."""
+        assert self.sequencer is not None
+        return np.asarray(self.sequencer.run(feeds)[0])
+
 
 class OnnxFormat:
     name = "onnx"
     quantize = ("none", "dynamic", "int8")
-    model_files = ("encoder.onnx", "step.onnx")
+    model_files = ("encoder.onnx", "step.onnx", "sequence.onnx")
 
     def build(self, job: ExportJob, folder: Path, quantize: str, work: Path) -> dict[str, Any]:
         program = job.program
@@ -67,6 +80,8 @@ class OnnxFormat:
             graphs.append(("step", program.step, list(program.step_outputs)))
         if program.encoder is not None:
             graphs.insert(0, ("encoder", program.encoder, list(program.encoder_outputs)))
+        if program.sequence is not None:
+            graphs.append(("sequence", program.sequence, [SCORE_OUTPUT]))
         for name, graph, outputs in graphs:
             model = to_onnx(
                 graph, job.params, name=f"seqc_{name}", output_names=outputs, metadata=job.metadata

@@ -23,6 +23,12 @@ def encoder_feeds(sig: StepSignature, arrays: Mapping[str, np.ndarray]) -> dict[
     return {n: arrays[f] for n, f in sig.encoder_inputs.items()}
 
 
+def sequence_feeds(sig: StepSignature, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A whole-sentence scorer's inputs from a batch's arrays (the tokens, and `next` from the
+    labels; `StepSignature.sequence_inputs`)."""
+    return {n: arrays[f] for n, f in sig.sequence_inputs.items()}
+
+
 def one_pass(
     fns: StepFunctions, sig: StepSignature, arrays: Mapping[str, np.ndarray]
 ) -> np.ndarray:

@@ -10,7 +10,9 @@ host from frame logits, so it has nothing to step: it is exported whole, as an e
   evaluator agrees with onnxruntime on a step; every artifact is run step by step over batches
   of the spec's own dev data (teacher-forced) and its logits are compared with the trained
   model's full forward pass, on the backend that trained it. An fp32 artifact further than
-  `PARITY_ATOL` is not written.
+  `PARITY_ATOL` is not written. A language model's sentence scorer (ONNX's `sequence.onnx`)
+  answers to the same gate: its scores of the dev labels against the log-softmax of the
+  trained model's logits there (a scoring export: against its raw scores).
   A CTC model's frame logits are compared on the real frames of dev batches (padding frames
   are exactly "blank with certainty" in both, `seqc.compiler.lower.ctc`).
 - figures: model size, latency (batch 1, 32 positions, median of repeated runs; a speech model:
@@ -30,6 +32,7 @@ when complete, with a `manifest.json` (`seqc.run.export.package` writes what it 
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -39,12 +42,12 @@ from typing import Any
 import numpy as np
 
 from seqc.backends import registry
-from seqc.backends.api import ExportJob, StepFunctions
+from seqc.backends.api import ExportJob, SentenceScorer, StepFunctions, sentence_scorer
 from seqc.compiler.lower.ctc import FORCED
 from seqc.compiler.step_signature import StepSignature
 from seqc.data.staging import staged
 from seqc.data.targets import output_folder
-from seqc.run.decoding.forced import one_pass, teacher_forced
+from seqc.run.decoding.forced import one_pass, sequence_feeds, teacher_forced
 from seqc.run.decoding.steps import StepDecoder
 from seqc.run.export.artifact import model_bytes, write_manifest
 from seqc.run.export.context import (
@@ -103,6 +106,25 @@ def _parity(ctx: Context, logits: list[np.ndarray]) -> float:
         if ctx.program.encoder_only:
             diff = diff[real_frames(b)]
         worst = max(worst, float(np.max(diff, initial=0.0)))
+    return worst
+
+
+def _sequence_parity(ctx: Context, scorer: SentenceScorer) -> float:
+    """Largest |difference| of a sentence scorer's scores of the dev batches' labels from the
+    reference's: its raw scores (a scoring context), or the log-softmax of its logits read at
+    the labels."""
+    labels, _ = ctx.session.compiled.labels
+    worst = 0.0
+    for z, batch in zip(ctx.logits, ctx.batches, strict=True):
+        z64 = np.asarray(z, np.float64)
+        if ctx.scoring:
+            want = z64
+        else:
+            top = z64.max(axis=-1, keepdims=True)
+            log_p = z64 - top - np.log(np.exp(z64 - top).sum(axis=-1, keepdims=True))
+            want = np.take_along_axis(log_p, np.asarray(batch[labels])[..., None], -1)[..., 0]
+        got = np.asarray(scorer(sequence_feeds(ctx.sig, batch)), np.float64)
+        worst = max(worst, float(np.max(np.abs(got - want), initial=0.0)))
     return worst
 
 
@@ -175,6 +197,12 @@ def export_one(
         forward = one_pass if ctx.sig.encoder_only else teacher_forced
         logits = [forward(fns, ctx.sig, b) for b in ctx.batches]
         parity = _parity(ctx, logits)
+        scorer = sentence_scorer(fns)
+        if scorer is not None:  # a language model's sentence scorer answers to the same gate
+            extra["sequence_parity"] = _sequence_parity(ctx, scorer)
+            parity = max(parity, extra["sequence_parity"])
+        elif ctx.sig.sequence_inputs:  # a format without one: its manifest promises none
+            ctx = dataclasses.replace(ctx, sig=dataclasses.replace(ctx.sig, sequence_inputs={}))
         allowed = SPEECH_PARITY_ATOL if ctx.speech else PARITY_ATOL
         if quantize == "none" and parity > allowed:
             what = "scores" if ctx.scoring else "logits"

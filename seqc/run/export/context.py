@@ -26,11 +26,11 @@ from seqc.backends.api import Backend, Generator, StepFunctions, Weights
 from seqc.compiler.incremental import StepProgram, incremental, stepping_inputs, whole_graph
 from seqc.compiler.lower.criterion import named
 from seqc.compiler.lower.sampled import variant
-from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
+from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph, sequence_graph
 from seqc.compiler.step_signature import StepSignature
 from seqc.run.decoding.decoders import decoder_for
 from seqc.run.decoding.defaults import default_strategy
-from seqc.run.decoding.forced import encoder_feeds, step_through
+from seqc.run.decoding.forced import encoder_feeds, sequence_feeds, step_through
 from seqc.run.scoring.evaluate import headline, summarize
 from seqc.run.scoring.transcribe import (
     GREEDY,
@@ -84,9 +84,10 @@ class Context:
         return self.task_kind == "asr"
 
     def calibration(self, which: str, limit: int = 64) -> list[dict[str, np.ndarray]]:
-        """Up to `limit` real feeds of the `encoder` or the `step` graph, spread over the dev
-        batches run teacher-forced through the reference backend's step functions (a speech
-        encoder: dev utterances one at a time, unpadded; see the module doc)."""
+        """Up to `limit` real feeds of the `encoder`, the `step` or the `sequence` graph,
+        spread over the dev batches run teacher-forced through the reference backend's step
+        functions (a speech encoder: dev utterances one at a time, unpadded; see the module
+        doc; a language model's sentence scorer: the dev batches whole)."""
         if which not in self._calibration:
             if which == "encoder" and self.speech:
                 feeds = [
@@ -95,6 +96,8 @@ class Context:
                 ]
             elif which == "encoder":
                 feeds = [encoder_feeds(self.sig, b) for b in self.batches]
+            elif which == "sequence":
+                feeds = [sequence_feeds(self.sig, b) for b in self.batches]
             else:
                 fns = self._step_functions()
                 feeds = [f for b in self.batches for f, _ in step_through(fns, self.sig, b)]
@@ -190,7 +193,10 @@ def prepare(
         program = whole_graph(graph)
     else:
         program = incremental(graph, stepping_inputs(graph))
-    sig = StepSignature.of(program, session.compiled.fields)
+        if program.encoder is None:  # a language model: whole sentences scored in one pass too
+            program.sequence = sequence_graph(graph, normalize=True)
+    labels, _ = session.compiled.labels
+    sig = StepSignature.of(program, session.compiled.fields, label_field=labels)
     batches = dev_batches(session, parity_batches)
     model = reference.model(session.compiled, session.train_config)
     state = model.with_params(params)
@@ -261,6 +267,7 @@ def scoring_context(ctx: Context) -> Context:
         )
     graph = scoring_graph(session.graph)
     program = incremental(graph, [*stepping_inputs(session.graph), SCORE_INPUT], SCORE_OUTPUT)
+    program.sequence = graph  # the scoring graph scores a whole sentence as it is
     labels, _ = compiled.labels
     sig = StepSignature.of(program, compiled.fields, score_field=labels)
     scores = [

@@ -5,7 +5,10 @@ rescoring (`seqc.run.lm.rescore`) and shallow fusion in a recogniser's beam sear
 Why over step functions: a checkpoint (on its backend) and an exported artifact (ONNX, TFLite,
 SavedModel) both give the encoder/step pair with explicit caches (`StepFunctions`), so one
 scorer serves both, and a hypothesis is scored in O(T) steps, each prefix's caches kept for the
-words that may follow it (fusion extends the same prefixes over and over).
+words that may follow it (fusion extends the same prefixes over and over). Whole sentences
+(n-best rescoring) go through the sentence scorer where there is one (a checkpoint's forward
+on its backend, an ONNX artifact's `sequence.onnx`): a batch of sentences in one call, where
+a call per position cost more than a small LM's arithmetic (`bench/scoring.py`).
 
 Two kinds of score, the SNIS paper's comparison:
 - **normalised**: log p(w | h), the log-softmax of the step's logits over the whole vocabulary;
@@ -26,7 +29,7 @@ perplexity per word is 6.07 started from BOS and 4.10 from EOS (its training fig
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,11 +37,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from seqc.compiler.incremental import POS
+from seqc.compiler.scoring import SCORE_INPUT
 from seqc.compiler.signature import buffer_length
 from seqc.spec.errors import UsageError
 
 if TYPE_CHECKING:
-    from seqc.backends.api import StepFunctions
+    from seqc.backends.api import SentenceScorer, StepFunctions
     from seqc.compiler.config import DecodeConfig
     from seqc.compiler.step_signature import StepSignature
     from seqc.data.tokenizers import Tokenizer
@@ -68,6 +72,9 @@ class LanguageModel:
     name: str = "lm"
     start: int | None = None
     """The token before a sentence's first word: BOS, or EOS for a packed LM (None: BOS)."""
+    sequence: SentenceScorer | None = None
+    """Whole sentences in one call (`StepProgram.sequence`), what `sentences` uses; None:
+    a call per position through the step."""
     seconds: float = 0.0
     """Time spent in the LM's step functions (what a comparison of scorers measures)."""
     words_scored: int = 0
@@ -116,13 +123,29 @@ class LanguageModel:
         real = np.zeros((rows, length), bool)
         for r, (a, b) in enumerate(zip(inputs, labels, strict=True)):
             x[r, : len(a)], y[r, : len(b)], real[r, : len(a)] = a, b, True
+        self.words_scored += int(real.sum())
+        if self.sequence is not None:
+            return [float(t) for t in self._whole(x, y, real)]
         caches = self.sig.zero_caches(rows, buffer_length(length))
         total = np.zeros(rows, np.float64)
         for pos in range(length):
             scored, caches = self._step(x[:, pos : pos + 1], y[:, pos : pos + 1], pos, caches)
             total += np.where(real[:, pos], scored, 0.0)
-        self.words_scored += int(real.sum())
         return [float(t) for t in total]
+
+    def _whole(self, x: np.ndarray, y: np.ndarray, real: np.ndarray) -> np.ndarray:
+        """Each row's summed score of `y` after `x` by the sentence scorer, in one call."""
+        assert self.sequence is not None
+        by_field = {"mask": real, "tgt_mask": real, "inputs": x, "tgt_in": x}
+        feeds = {
+            name: y if name == SCORE_INPUT else by_field[field]
+            for name, field in self.sig.sequence_inputs.items()
+        }
+        start = time.perf_counter()
+        scored = np.asarray(self.sequence(feeds), np.float64)
+        total = np.where(real, scored, 0.0).sum(axis=1)
+        self.seconds += time.perf_counter() - start
+        return total
 
     # ----------------------------------------------------------------- one step
     def _step(
@@ -283,6 +306,7 @@ def open_language_model(lm: LmSource) -> LanguageModel:
 
 
 def _from_artifact(path: Path, scores: str | None) -> LanguageModel:
+    from seqc.backends.api import sentence_scorer
     from seqc.run.export.artifact import load_artifact, step_functions
 
     art = load_artifact(path)
@@ -303,20 +327,22 @@ def _from_artifact(path: Path, scores: str | None) -> LanguageModel:
         )
     tok, _ = art.tokenizers()
     packed = art.manifest.get("packed", True)  # before the manifest said: text LMs were packed
+    fns = step_functions(art)
     return LanguageModel(
-        step_functions(art),
+        fns,
         sig,
         tok,
         RAW if raw else NORMALIZED,
         str(path),
         start=tok.eos_id if packed else tok.bos_id,
+        sequence=sentence_scorer(fns),
     )
 
 
 def _from_checkpoint(source: Source, scores: str) -> LanguageModel:
     from seqc.backends import registry
     from seqc.compiler.incremental import incremental, stepping_inputs
-    from seqc.compiler.scoring import SCORE_INPUT, SCORE_OUTPUT, scoring_graph
+    from seqc.compiler.scoring import SCORE_OUTPUT, scoring_graph, sequence_graph
     from seqc.compiler.step_signature import StepSignature
     from seqc.run.session import open_session
     from seqc.run.weights.restore import restore, run_backend
@@ -336,20 +362,30 @@ def _from_checkpoint(source: Source, scores: str) -> LanguageModel:
     restored = restore(session, source.checkpoint or run_dir, run_backend(session, source.backend))
     params = {k: np.asarray(v) for k, v in dict(restored.state["params"]).items()}
     graph = session.graph
+    labels, _ = session.compiled.labels
     if scores == RAW:
         program = incremental(
             scoring_graph(graph), [*stepping_inputs(graph), SCORE_INPUT], SCORE_OUTPUT
         )
-        labels, _ = session.compiled.labels
-        sig = StepSignature.of(program, session.compiled.fields, score_field=labels)
     else:
         program = incremental(graph, stepping_inputs(graph))
-        sig = StepSignature.of(program, session.compiled.fields)
-    fns = registry.backend(restored.model.backend).step_functions(program, params)
+    whole = program.sequence = sequence_graph(graph, normalize=scores == NORMALIZED)
+    sig = StepSignature.of(
+        program,
+        session.compiled.fields,
+        score_field=labels if scores == RAW else None,
+        label_field=labels,
+    )
+    backend = registry.backend(restored.model.backend)
+    fns = backend.step_functions(program, params)
+
+    def sequence(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.asarray(backend.run(whole, params, feeds)[0])
+
     name = f"{source.experiment} ({run_dir})"
     tok = session.pipeline.tokenizer
     start = tok.eos_id if session.pipeline.packed else tok.bos_id
-    return LanguageModel(fns, sig, tok, scores, name, start=start)
+    return LanguageModel(fns, sig, tok, scores, name, start=start, sequence=sequence)
 
 
 def lm_at(path: Path) -> LmSource:
