@@ -10,9 +10,11 @@ task (`examples/asr/read_speech.seq`):
 1. the recogniser's n-best lists of dev and test (CTC prefix beam search, batched by the
    pipeline's buckets; written to `--nbest-dir`, and read back from there when present);
 2. for each LM given (`--lm NAME=ARTIFACT`, an exported ONNX/TFLite folder: `ce`, the
-   cross-entropy LM's logits export, normalised on the host; `snis_raw` and `nce_raw`, the
+   cross-entropy LM's logits export, normalised; `snis_raw` and `nce_raw`, the
    scoring exports, `normalize = false`; `snis_normalized`, the SNIS LM's logits export): the
-   LM's score of every distinct hypothesis, timed (the runtime's step calls only);
+   LM's score of every distinct hypothesis, timed (`LanguageModel.seconds`: an ONNX LM's
+   sentence scorer, `sequence.onnx`, a batch of hypotheses a call, the normalised LM's
+   log-softmax inside it; an artifact without one, its step calls and the log-softmax);
 3. the LM weight and the bonus per word chosen on dev (`seqc.run.lm.rescore.grid_search`), then
    WER and CER on test; "no LM" is the recogniser's own best;
 4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search on test, at the

@@ -35,14 +35,7 @@ def scoring_graph(graph: Graph) -> Graph:
             hint="end the forward with `return out(h)` where `out = Softmax(vocab, d)`, or "
             "export with normalize = true",
         )
-    base = graph.upto(head.hidden)
-    b = GraphBuilder()
-    b.graph = Graph(
-        inputs=dict(base.inputs),
-        params=dict(graph.params),
-        ops=list(base.ops),
-        subgraphs=dict(graph.subgraphs),
-    )
+    b = _extending(graph, graph.upto(head.hidden))
     b.layer, b.span = head.layer, head.span
     hidden_t = graph.ops[head.hidden].type
     positions = hidden_t.shape[:-1]
@@ -68,13 +61,7 @@ def label_scores_graph(graph: Graph) -> Graph:
     normalisation in the runtime, in one pass over the sentence, rather than the logits
     [B, T, V] out of it and summed on the host."""
     logits = graph.outputs[0]
-    b = GraphBuilder()
-    b.graph = Graph(
-        inputs=dict(graph.inputs),
-        params=dict(graph.params),
-        ops=list(graph.ops),
-        subgraphs=dict(graph.subgraphs),
-    )
+    b = _extending(graph, graph)
     op = graph.ops[logits]
     b.layer, b.span = op.layer, op.span
     ids = b.input(SCORE_INPUT, TensorType("int32", op.type.shape[:-1]))
@@ -89,3 +76,16 @@ def sequence_graph(graph: Graph, normalize: bool) -> Graph:
     self-normalised model, `scoring_graph`). Stepping a sentence through the decoder step costs
     a runtime call per position, which on a CPU weighs more than a small LM's arithmetic."""
     return label_scores_graph(graph) if normalize else scoring_graph(graph)
+
+
+def _extending(graph: Graph, base: Graph) -> GraphBuilder:
+    """A builder that adds ops after `base`'s (a prefix of `graph`), with `graph`'s params and
+    subgraphs; `graph` itself is left as it is."""
+    b = GraphBuilder()
+    b.graph = Graph(
+        inputs=dict(base.inputs),
+        params=dict(graph.params),
+        ops=list(base.ops),
+        subgraphs=dict(graph.subgraphs),
+    )
+    return b

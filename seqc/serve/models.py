@@ -171,13 +171,17 @@ class ServedModel:
     def score(self, texts: Sequence[str]) -> list[float | None]:
         """Each text's log-probability after BOS, its tokens and the end of the line: the
         log-softmax of a language model's logits, or a scoring artifact's raw scores (taken as
-        log p, as the model was trained self-normalised). None where it is not finite."""
-        from seqc.run.decoding.forced import step_through
+        log p, as the model was trained self-normalised). None where it is not finite. By
+        the artifact's sentence scorer, one call a text, where it has one (ONNX)."""
+        from seqc.backends.api import sentence_scorer
+        from seqc.compiler.scoring import SCORE_INPUT
+        from seqc.run.decoding.forced import sequence_feeds, step_through
 
         tok, _ = self.artifact.tokenizers()
         special = self.manifest["special"]
         sig = self.artifact.signature
         fns = self._fns()
+        scorer = sentence_scorer(fns)
         out: list[float | None] = []
         for text in texts:
             ids = [*tok.encode(text), special["eos"]]
@@ -187,6 +191,13 @@ class ServedModel:
             if sig.score_field is not None:
                 arrays[sig.score_field] = labels
             total = 0.0
+            if scorer is not None:
+                arrays[sig.sequence_inputs[SCORE_INPUT]] = labels
+                with self._guard():
+                    scored = scorer(sequence_feeds(sig, arrays))
+                total = float(np.asarray(scored, np.float64).sum())
+                out.append(total if math.isfinite(total) else None)
+                continue
             with self._guard():
                 steps = [logits for _, logits in step_through(fns, sig, arrays)]
             for pos, logits in enumerate(steps):

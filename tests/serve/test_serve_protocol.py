@@ -189,11 +189,12 @@ def test_a_language_model_continues_prompts_as_seqc_decode_does_and_scores_text(
 
 
 def test_a_text_is_scored_as_the_sum_of_its_tokens_log_probabilities(models) -> None:
-    """The score is log p of each token after BOS and of the end of the line, from the LM's
-    logits step by step, checked here against the full forward of the same step functions."""
+    """The score is log p of each token after BOS and of the end of the line, by the ONNX
+    LM's sentence scorer (one call), checked here against its logits step by step."""
     from seqc.run.decoding.forced import teacher_forced
 
     model = models["lm"]
+    assert model.artifact.signature.sequence_inputs  # it has a sentence scorer
     (got,) = model.score(["to be"])
     tok, special = model.gen.tokenizer, model.manifest["special"]
     ids = [*tok.encode("to be"), special["eos"]]
