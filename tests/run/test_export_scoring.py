@@ -25,7 +25,7 @@ from seqc.backends.api import sentence_scorer
 from seqc.backends.jax.ops import run_graph
 from seqc.backends.weights import match_params, read_weights
 from seqc.cli import app
-from seqc.compiler.scoring import SCORE_INPUT, scoring_graph
+from seqc.compiler.scoring import SCORE_INPUT, scoring_graph, sequence_graph
 from seqc.compiler.step_signature import StepSignature
 from seqc.run.decoding.forced import sequence_feeds, teacher_forced
 from seqc.run.session import open_session
@@ -87,6 +87,24 @@ def test_the_scoring_graph_scores_the_labels_as_the_logits_do(tmp_path: Path) ->
         np.testing.assert_allclose(np.asarray(scores), expected, atol=1e-5)
         vocab = logits.shape[-1]  # no value of the scoring graph runs over the vocabulary
         assert all(vocab not in op.type.shape for op in scored.ops if op.kind != "param")
+
+
+def test_the_label_scores_graph_is_the_log_softmax_at_the_labels(tmp_path: Path) -> None:
+    """A normalised LM's sentence scorer: log p of each label, normalised inside the graph."""
+    spec = spec_with(tmp_path, "cross_entropy()")
+    session = open_session(spec, "tiny", cache_dir=tmp_path / "cache")
+    model = registry.backend("jax").model(session.compiled, session.train_config)
+    params = model.init(0)["params"]
+    batch = next(session.pipeline.batches("dev"))
+    z = np.asarray(model.logits(params, batch.arrays), np.float64)
+    log_p = z - z.max(-1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(-1, keepdims=True))
+    labels = batch.arrays["targets"]
+    whole = sequence_graph(session.graph, normalize=True)
+    (scores,) = run_graph(whole, params, {"ids": batch.arrays["inputs"], SCORE_INPUT: labels})
+    expected = np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    np.testing.assert_allclose(np.asarray(scores), expected, atol=1e-5)
+    assert len(session.graph.ops) < len(whole.ops)  # the model's own graph is left as it was
 
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
