@@ -20,7 +20,8 @@ task (`examples/asr/read_speech.seq`):
 4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search on test, at the
    weights rescoring chose (not searched again: each point is a whole decode).
 
-Run after training and exporting (the docs' "LM fusion and rescoring" has the commands):
+Run after training and exporting the LMs with their sentence scorers (`seqc export ... --format
+onnx --sentences [--no-normalize]`; the docs' "LM fusion and rescoring" has the commands):
 
     python bench/lm_fusion.py --asr-run-dir runs/asr.verses.ctc \\
         --lm ce=runs/lm.verses.ce/export/onnx --lm snis_raw=runs/lm.verses.snis/export/onnx-score \\

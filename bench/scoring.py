@@ -67,7 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         fns = {}
         for name, normalize in (("logits", True), ("score", False)):
-            row = export_one(ctx, "onnx", "none", Path(tmp) / name, normalize)
+            row = export_one(ctx, "onnx", "none", Path(tmp) / name, normalize, sentences=True)
             print(f"{name}: {row.size_bytes / 2**20:.1f} MiB, parity {row.parity:.1e}, "
                   f"dev {row.quality}", flush=True)  # fmt: skip
             sig = scoring.sig if name == "score" else ctx.sig

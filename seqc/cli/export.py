@@ -65,6 +65,14 @@ def export_cmd(
             "per token) instead of the logits, for a self-normalised model (nce, snis B).",
         ),
     ] = True,
+    sentences: Annotated[
+        bool,
+        typer.Option(
+            "--sentences",
+            help="Add a language model's sentence scorer to its ONNX artifacts (sequence.onnx:"
+            " whole sentences scored in one call, for n-best rescoring; twice the size).",
+        ),
+    ] = False,
     keep_float: Annotated[
         list[str] | None,
         typer.Option(
@@ -94,8 +102,10 @@ def export_cmd(
     keep = tuple(keep_float or ())
     reporter = ConsoleReporter()
     for session in sessions:
-        if format_ or quantize or not normalize or keep:
-            jobs = plan(format_ or ["onnx"], quantize or ["none"], normalize, keep)
+        if format_ or quantize or not normalize or keep or sentences:
+            jobs = plan(
+                format_ or ["onnx"], quantize or ["none"], normalize, keep, sentences=sentences
+            )
             check_layers(session, keep)
         else:
             jobs = from_spec(session) or plan(["onnx"], ["none"])

@@ -221,3 +221,12 @@ def test_plan_takes_keep_float_for_tflite_int8_only() -> None:
         with pytest.raises(UsageError, match="keep_float leaves layers in float") as info:
             plan([fmt], [q], keep_float=("frontend",))
         assert info.value.code == "bad-keep-float"
+
+
+def test_plan_takes_sentences_for_onnx_only() -> None:
+    jobs = plan(["onnx", "tflite"], ["none"], sentences=True)
+    assert [(j.format, j.sentences) for j in jobs] == [("onnx", True), ("tflite", False)]
+    assert folder_name(jobs[0]) == "onnx-none"
+    with pytest.raises(UsageError, match="sentence scorer") as info:
+        plan(["tflite"], ["none"], sentences=True)
+    assert info.value.code == "bad-sentences"

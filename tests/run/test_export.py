@@ -122,6 +122,7 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         "dynamic",
         "--quantize",
         "int8",
+        "--sentences",
     )
     assert "onnx-int8" in output and "tflite-int8" in output
     # the artifacts only: the SavedModel the TFLite modes shared, and every work folder, gone
@@ -170,8 +171,8 @@ def test_lm_exports_pass_their_gates_and_decode_like_the_checkpoint(lm_run) -> N
         lm = open_language_model(LmSource(artifact=run / "export" / name))
         assert lm.start == checkpoint.start == lm.tokenizer.eos_id
         assert lm.sentences(texts) == pytest.approx(checkpoint.sentences(texts), abs=1e-3)
-    # ONNX carries the sentence scorer (whole sentences a call, what rescoring runs), under
-    # the export's gate and scoring as its steps do; TFLite's manifest promises none
+    # --sentences: ONNX carries the sentence scorer (whole sentences a call, what rescoring
+    # runs), under the export's gate and scoring as its steps do; TFLite has none
     for quantize in ("none", "dynamic", "int8"):
         m = _manifest(run, f"onnx-{quantize}")
         assert "sequence.onnx" in m["files"] and m["step"]["sequence_inputs"] == {
@@ -239,6 +240,10 @@ def test_broken_and_mismatched_artifacts_are_clear_errors(lm_run, mt_run) -> Non
     bad = ["export", *base, "--run-dir", str(run), "--format", "tflite", "--quantize", "int4"]
     result = runner.invoke(app, bad)
     assert result.exit_code == 2 and "bad-quantize" in result.output
+    # a translation model has no sentences of its own tokens to score
+    result = runner.invoke(app, ["export", *mt_base, "--run-dir", str(run), "--sentences"])
+    assert result.exit_code == 2 and "not-a-language-model" in result.output
+    assert "task `translate`" in result.output or "not a language model" in result.output
 
 
 def test_lstm_exports_decode_like_the_checkpoint(lstm_run) -> None:
@@ -284,6 +289,8 @@ def test_a_float_export_checks_one_real_step_without_drawing_the_calibration_set
     assert ctx._calibration == {}  # what the float export drew
     manifest = json.loads((tmp_path / "onnx-none" / "manifest.json").read_text())
     assert manifest["reference_evaluator_err"] <= 1e-4
+    # no sentence scorer unless asked (its file would hold the weights again)
+    assert "sequence.onnx" not in manifest["files"] and manifest["step"]["sequence_inputs"] == {}
     probe = ctx.probe("step")
     assert sorted(probe) == sorted(ctx.sig.step_inputs)
     assert probe[ctx.sig.token_input].shape == (ctx.batches[0]["inputs"].shape[0], 1)

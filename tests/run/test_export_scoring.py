@@ -116,7 +116,8 @@ def test_scoring_artifacts_match_the_model_and_say_what_they_score(
     base = _copied(nce_run, folder) if tied else _trained(folder, "nce(16)", tied)
     out = tmp_path / "out"
     args = ["export", *base, "--run-dir", str(folder / "run"), "--out", str(out)]
-    result = runner.invoke(app, [*args, "--format", "onnx", "--format", "tflite", "--no-normalize"])
+    formats = ["--format", "onnx", "--format", "tflite", "--no-normalize", "--sentences"]
+    result = runner.invoke(app, [*args, *formats])
     assert result.exit_code == 0, result.output
     assert "raw_perplexity" in result.output and "onnx score" in result.output
     session = open_session(Path(base[0]), "tiny", cache_dir=Path(base[-1]))
@@ -157,7 +158,8 @@ def test_the_spec_export_block_asks_for_a_scoring_artifact(
     spec = Path(base[0])
     text = spec.read_text().replace(
         "    checkpoint_every = 10\n  }",
-        "    checkpoint_every = 10\n  }\n  export {\n    onnx(normalize = false)\n  }",
+        "    checkpoint_every = 10\n  }\n  export {\n"
+        "    onnx(normalize = false, sentences = true)\n  }",
     )
     spec.write_text(text)
     out = folder / "from-spec"
@@ -165,6 +167,7 @@ def test_the_spec_export_block_asks_for_a_scoring_artifact(
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert [p.name for p in out.iterdir() if not p.name.startswith(".")] == ["onnx-none-score"]
+    assert (out / "onnx-none-score" / "sequence.onnx").is_file()  # sentences = true
 
 
 def test_refusals_are_located(
@@ -184,6 +187,9 @@ def test_refusals_are_located(
     args = ["export", *nce_base, "--run-dir", str(folder / "run"), "--out", str(out)]
     result = runner.invoke(app, [*args, "--format", "savedmodel", "--no-normalize"])
     assert result.exit_code == 2 and "bad-normalize" in result.output
+    # a sentence scorer: ONNX's, and a language model's
+    result = runner.invoke(app, [*args, "--format", "tflite", "--sentences"])
+    assert result.exit_code == 2 and "bad-sentences" in result.output
 
 
 def test_seqc_serve_scores_text_with_the_raw_scores(

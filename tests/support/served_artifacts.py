@@ -63,7 +63,8 @@ def served(root: Path, lm_runs: LmRuns) -> Served:
         (folder / "lm.seq").write_text(LM_SPEC.format(common=COMMON.as_posix()))
         lm_runs.copy(folder / "run")
         base = [str(folder / "lm.seq"), "-e", "tiny", "--cache-dir", str(folder / "cache")]
-        _invoke(["export", *base, "--run-dir", str(folder / "run")], folder.parent)
+        run = str(folder / "run")
+        _invoke(["export", *base, "--run-dir", run, "--sentences"], folder.parent)
 
     once(lm, make_lm)
     return Served(

@@ -59,7 +59,7 @@ from seqc.run.export.context import (
 )
 from seqc.run.export.package import model_properties, pack
 from seqc.run.scoring.transcribe import audio_arrays, one_by_one
-from seqc.spec.errors import ExportError, FileError
+from seqc.spec.errors import ExportError, FileError, UsageError
 
 PARITY_ATOL = 1e-4
 """Largest |logit difference| an fp32 artifact may show against the trained model."""
@@ -179,13 +179,23 @@ def export_one(
     normalize: bool = True,
     keep_float: tuple[str, ...] = (),
     shared: Path | None = None,
+    sentences: bool = False,
 ) -> Row:
     """Build, gate, measure and package one artifact into `target` (see the module doc);
     `normalize = false` exports the scoring graph (`scoring_context`); `keep_float`: layers a
     TFLite int8 artifact leaves in float; `shared`: the folder of the export's intermediates
-    (`ExportJob.shared`)."""
+    (`ExportJob.shared`); `sentences`: a language model's artifact carries its sentence
+    scorer (`StepProgram.sequence`, a format that has one: ONNX)."""
     if not normalize:
         ctx = scoring_context(ctx)
+    if sentences and ctx.program.sequence is None:
+        raise no_sentence_scorer(ctx.session.task)
+    if not sentences and ctx.program.sequence is not None:
+        ctx = dataclasses.replace(
+            ctx,
+            program=dataclasses.replace(ctx.program, sequence=None),
+            sig=dataclasses.replace(ctx.sig, sequence_inputs={}),
+        )
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise _exists(target)
     output_folder(target.parent, "--out")
@@ -198,11 +208,15 @@ def export_one(
         logits = [forward(fns, ctx.sig, b) for b in ctx.batches]
         parity = _parity(ctx, logits)
         scorer = sentence_scorer(fns)
+        if sentences and scorer is None:
+            raise ExportError(
+                f"the {fmt} artifact has no sentence scorer; {fmt} does not carry one",
+                path=str(target),
+                code="bad-sentences",
+            )
         if scorer is not None:  # a language model's sentence scorer answers to the same gate
             extra["sequence_parity"] = _sequence_parity(ctx, scorer)
             parity = max(parity, extra["sequence_parity"])
-        elif ctx.sig.sequence_inputs:  # a format without one: its manifest promises none
-            ctx = dataclasses.replace(ctx, sig=dataclasses.replace(ctx.sig, sequence_inputs={}))
         allowed = SPEECH_PARITY_ATOL if ctx.speech else PARITY_ATOL
         if quantize == "none" and parity > allowed:
             what = "scores" if ctx.scoring else "logits"
@@ -235,6 +249,16 @@ def export_one(
             raise
     shown = f"{fmt} score" if ctx.scoring else fmt
     return Row(shown, quantize, target, size, latency, quality, parity, extra)
+
+
+def no_sentence_scorer(task: str) -> UsageError:
+    """`--sentences` asked of a model that does not score sentences of its own tokens."""
+    return UsageError(
+        f"a sentence scorer scores a language model's sentences; task `{task}` is not a "
+        "language model (it reads a source or audio)",
+        code="not-a-language-model",
+        hint="drop --sentences (or sentences = true)",
+    )
 
 
 def _exists(target: Path, meanwhile: bool = False) -> FileError:

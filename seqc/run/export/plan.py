@@ -21,10 +21,14 @@ class Job(NamedTuple):
     normalize: bool = True
     keep_float: tuple[str, ...] = ()
     """Layers left in float under int8 (TFLite; `seqc.backends.tflite.selective`)."""
+    sentences: bool = False
+    """Whether a language model's artifact carries its sentence scorer (ONNX)."""
 
 
 KEEP_FLOAT_FORMATS = ("tflite",)
 """Formats whose int8 can leave named layers in float."""
+SENTENCE_FORMATS = ("onnx",)
+"""Formats that carry a language model's sentence scorer (`StepProgram.sequence`)."""
 
 
 def plan(
@@ -33,10 +37,11 @@ def plan(
     normalize: bool = True,
     keep_float: tuple[str, ...] = (),
     span: Span | None = None,
+    sentences: bool = False,
 ) -> list[Job]:
     """The artifacts to build; a pair a format has no mode for is an error. `keep_float` goes
     to the TFLite int8 artifacts among them, and is an error when there is none (`span`:
-    where the spec said it)."""
+    where the spec said it); `sentences` goes to the ONNX artifacts, an error without one."""
     out = []
     for f in formats:
         modes = registry.artifact_format(registry.check_format(f)).quantize
@@ -55,7 +60,8 @@ def plan(
                     code="bad-normalize",
                 )
             kept = f in KEEP_FLOAT_FORMATS and q == "int8"
-            out.append(Job(f, q, normalize, tuple(keep_float) if kept else ()))
+            scorer = sentences and f in SENTENCE_FORMATS
+            out.append(Job(f, q, normalize, tuple(keep_float) if kept else (), scorer))
     if keep_float and not any(job.keep_float for job in out):
         raise UsageError(
             f"keep_float leaves layers in float under int8 quantization of "
@@ -64,6 +70,14 @@ def plan(
             code="bad-keep-float",
             hint='use it with tflite(quantize = "int8") (--format tflite --quantize int8), or '
             "drop it",
+        )
+    if sentences and not any(job.sentences for job in out):
+        raise UsageError(
+            f"--sentences adds a language model's sentence scorer to "
+            f"{' and '.join(SENTENCE_FORMATS)} artifacts; no artifact asked for here is one",
+            span=span,
+            code="bad-sentences",
+            hint="use it with --format onnx, or drop it",
         )
     return out
 
@@ -80,7 +94,8 @@ def from_spec(session: Session) -> list[Job]:
     for call in session.resolved.config["export"]["formats"]:
         q = str(call.args.get("quantize", "none"))
         keep = tuple(str(x) for x in call.args.get("keep_float", ()))
-        out += plan([call.kind], [q], bool(call.args.get("normalize", True)), keep, span)
+        norm = bool(call.args.get("normalize", True))
+        out += plan([call.kind], [q], norm, keep, span, bool(call.args.get("sentences", False)))
     for job in out:
         check_layers(session, job.keep_float, span)
     return out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from seqc.data.staging import staged
 from seqc.data.targets import output_folder
-from seqc.run.export.build import Row, export_one
+from seqc.run.export.build import Row, export_one, no_sentence_scorer
 from seqc.run.export.context import Context, prepare
 from seqc.run.export.plan import Job, folder_name
 from seqc.run.report import PlainReporter, Reporter
@@ -47,6 +47,8 @@ def export_task(
     gated and measured on `batches` dev batches (BLEU on `bleu` dev sentences, WER on `wer`
     utterances, where the task has them)."""
     reporter = reporter or PlainReporter()
+    if any(job.sentences for job in jobs) and session.compiled.kind != "lm":
+        raise no_sentence_scorer(session.task)  # before the weights and the dev data load
     weights, params = checked_weights(session, source, reporter)
     ctx = prepare(session, params, weights, batches, bleu, wer)
     rows = []
@@ -54,10 +56,12 @@ def export_task(
     # what each format builds once and converts in every quantization (TFLite's SavedModel)
     with staged(target, "shared") as shared:
         for job in jobs:
-            fmt, q, norm, keep = job
+            fmt, q, norm, keep, scorer = job
             kept = f", {', '.join(keep)} in float" if keep else ""
+            kept += ", sentence scorer" if scorer else ""
             reporter.info(f"exporting {fmt} ({q}{'' if norm else ', raw scores'}{kept}) ...")
-            rows.append(export_one(ctx, fmt, q, target / folder_name(job), norm, keep, shared))
+            folder = target / folder_name(job)
+            rows.append(export_one(ctx, fmt, q, folder, norm, keep, shared, scorer))
     scoring = ctx.scoring_view.reference_quality if ctx.scoring_view is not None else {}
     return Exported(
         rows, ctx.reference_quality | scoring, "2 s" if ctx.speech else "x32", sample_of(ctx)

@@ -209,6 +209,14 @@ declare(
     param("quantize", one_of(*QUANTIZE_MODES), "none", "Post-training quantisation to apply."),
     param("opset", INT, 17, "ONNX operator set version to target.", range=POSITIVE),
     _NORMALIZE,
+    param(
+        "sentences",
+        BOOL,
+        False,
+        "True adds a language model's sentence scorer (sequence.onnx): whole sentences "
+        "scored in one call, for n-best rescoring, instead of a call per word. Its file holds "
+        "the weights again, so the artifact is about twice the size.",
+    ),
     positional=(),
 )
 
