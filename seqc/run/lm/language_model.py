@@ -380,7 +380,12 @@ def _from_checkpoint(source: Source, scores: str) -> LanguageModel:
     fns = backend.step_functions(program, params)
 
     def sequence(feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        return np.asarray(backend.run(whole, params, feeds)[0])
+        """The scores of `feeds` [B, T], run at T rounded up to a bucket (the backend compiles
+        once per shape; a sentence's scores do not depend on the padding after it)."""
+        length = next(iter(feeds.values())).shape[1]
+        pad = [(0, 0), (0, buffer_length(length) - length)]
+        padded = {k: np.pad(np.asarray(v), pad) for k, v in feeds.items()}
+        return np.asarray(backend.run(whole, params, padded)[0])[:, :length]
 
     name = f"{source.experiment} ({run_dir})"
     tok = session.pipeline.tokenizer
