@@ -39,6 +39,7 @@ import numpy as np
 from seqc.compiler.incremental import POS
 from seqc.compiler.scoring import SCORE_INPUT
 from seqc.compiler.signature import buffer_length
+from seqc.run.decoding.forced import sequence_feeds
 from seqc.spec.errors import UsageError
 
 if TYPE_CHECKING:
@@ -136,11 +137,9 @@ class LanguageModel:
     def _whole(self, x: np.ndarray, y: np.ndarray, real: np.ndarray) -> np.ndarray:
         """Each row's summed score of `y` after `x` by the sentence scorer, in one call."""
         assert self.sequence is not None
-        by_field = {"mask": real, "tgt_mask": real, "inputs": x, "tgt_in": x}
-        feeds = {
-            name: y if name == SCORE_INPUT else by_field[field]
-            for name, field in self.sig.sequence_inputs.items()
-        }
+        labels = self.sig.sequence_inputs[SCORE_INPUT]
+        arrays = {"inputs": x, "tgt_in": x, "mask": real, "tgt_mask": real, labels: y}
+        feeds = sequence_feeds(self.sig, arrays)
         start = time.perf_counter()
         scored = np.asarray(self.sequence(feeds), np.float64)
         total = np.where(real, scored, 0.0).sum(axis=1)
