@@ -32,7 +32,6 @@ when complete, with a `manifest.json` (`seqc.run.export.package` writes what it 
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from seqc.compiler.step_signature import StepSignature
 from seqc.data.staging import staged
 from seqc.data.targets import output_folder
 from seqc.run.decoding.forced import one_pass, sequence_feeds, teacher_forced
+from seqc.run.decoding.search import log_softmax64
 from seqc.run.decoding.steps import StepDecoder
 from seqc.run.export.artifact import model_bytes, write_manifest
 from seqc.run.export.context import (
@@ -56,6 +56,7 @@ from seqc.run.export.context import (
     dev_quality,
     dev_wer,
     scoring_context,
+    with_sentences,
 )
 from seqc.run.export.package import model_properties, pack
 from seqc.run.scoring.transcribe import audio_arrays, one_by_one
@@ -116,12 +117,10 @@ def _sequence_parity(ctx: Context, scorer: SentenceScorer) -> float:
     labels, _ = ctx.session.compiled.labels
     worst = 0.0
     for z, batch in zip(ctx.logits, ctx.batches, strict=True):
-        z64 = np.asarray(z, np.float64)
         if ctx.scoring:
-            want = z64
+            want = np.asarray(z, np.float64)
         else:
-            top = z64.max(axis=-1, keepdims=True)
-            log_p = z64 - top - np.log(np.exp(z64 - top).sum(axis=-1, keepdims=True))
+            log_p = log_softmax64(z)
             want = np.take_along_axis(log_p, np.asarray(batch[labels])[..., None], -1)[..., 0]
         got = np.asarray(scorer(sequence_feeds(ctx.sig, batch)), np.float64)
         worst = max(worst, float(np.max(np.abs(got - want), initial=0.0)))
@@ -188,14 +187,10 @@ def export_one(
     scorer (`StepProgram.sequence`, a format that has one: ONNX)."""
     if not normalize:
         ctx = scoring_context(ctx)
-    if sentences and ctx.program.sequence is None:
-        raise no_sentence_scorer(ctx.session.task)
-    if not sentences and ctx.program.sequence is not None:
-        ctx = dataclasses.replace(
-            ctx,
-            program=dataclasses.replace(ctx.program, sequence=None),
-            sig=dataclasses.replace(ctx.sig, sequence_inputs={}),
-        )
+    if sentences:
+        if ctx.program.encoder is not None or ctx.program.step is None:
+            raise no_sentence_scorer(ctx.session.task)
+        ctx = with_sentences(ctx)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise _exists(target)
     output_folder(target.parent, "--out")

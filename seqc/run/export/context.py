@@ -193,10 +193,7 @@ def prepare(
         program = whole_graph(graph)
     else:
         program = incremental(graph, stepping_inputs(graph))
-        if program.encoder is None:  # a language model: whole sentences scored in one pass too
-            program.sequence = sequence_graph(graph, normalize=True)
-    labels, _ = session.compiled.labels
-    sig = StepSignature.of(program, session.compiled.fields, label_field=labels)
+    sig = StepSignature.of(program, session.compiled.fields)
     batches = dev_batches(session, parity_batches)
     model = reference.model(session.compiled, session.train_config)
     state = model.with_params(params)
@@ -267,7 +264,6 @@ def scoring_context(ctx: Context) -> Context:
         )
     graph = scoring_graph(session.graph)
     program = incremental(graph, [*stepping_inputs(session.graph), SCORE_INPUT], SCORE_OUTPUT)
-    program.sequence = graph  # the scoring graph scores a whole sentence as it is
     labels, _ = compiled.labels
     sig = StepSignature.of(program, compiled.fields, score_field=labels)
     scores = [
@@ -281,6 +277,20 @@ def scoring_context(ctx: Context) -> Context:
     view.reference_quality = dev_quality(view, scores)
     ctx.scoring_view = view
     return view
+
+
+def with_sentences(ctx: Context) -> Context:
+    """`ctx` with the language model's sentence scorer in its program (`StepProgram.sequence`:
+    the log-softmax at the labels; of a scoring context, the scoring graph as it is), for an
+    artifact asked to carry it (`seqc export --sentences`)."""
+    session = ctx.session
+    labels, _ = session.compiled.labels
+    sequence = sequence_graph(session.graph, normalize=not ctx.scoring)
+    program = dataclasses.replace(ctx.program, sequence=sequence)
+    sig = StepSignature.of(
+        program, session.compiled.fields, score_field=ctx.sig.score_field, label_field=labels
+    )
+    return dataclasses.replace(ctx, program=program, sig=sig)
 
 
 def _raw_perplexity(ctx: Context, scores: list[np.ndarray]) -> float:
