@@ -52,7 +52,7 @@ from seqc.compiler.signature import CTC_LABELS, LABELS, TaskKind, input_fields, 
 from seqc.resolve.experiment import ResolvedExperiment
 from seqc.resolve.program import Program
 from seqc.resolve.values import CallValue, Symbol
-from seqc.spec.errors import UsageError
+from seqc.spec.errors import CheckError, UsageError
 
 
 @dataclass(frozen=True, eq=False)
@@ -274,6 +274,15 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
     if names:  # the training step runs the passed graph; the rest (eval, decode, export) not
         train_graph, more = run_passes(train_graph or graph, names)
         reports += more
+    decode = None if config["decode"] is None else DecodeConfig.of(config["decode"])
+    if getattr(decode, "warp", None) is not None and loss.kind != "ctc":
+        raise CheckError(
+            f"task `{task}` decodes with a voice warp, which normalises speech for a CTC "
+            f"model's frame posteriors; this task's loss is `{loss.kind}`, not `ctc`",
+            span=resolved.span(f"{task}.decode"),
+            code="warp-needs-ctc",
+            hint="drop `warp = ...` from the task's decode, or use it on a CTC speech task",
+        )
     return CompiledTask(
         name=task,
         kind=task_kind(fields),
@@ -283,7 +292,7 @@ def compile_task(program: Program, resolved: ResolvedExperiment, task: str) -> C
         eval_criterion=evaluation,
         config=config,
         train=TrainConfig.of(resolved.config["train"]),
-        decode=None if config["decode"] is None else DecodeConfig.of(config["decode"]),
+        decode=decode,
         train_graph=train_graph,
         pass_reports=tuple(reports),
         lowered_train_graph=lowered_train_graph,

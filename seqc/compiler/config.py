@@ -115,6 +115,9 @@ def _convert(value: object, hint: object) -> object:
     if isinstance(value, CallValue):
         return _KINDS_BASE[value.namespace].of(value)
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    family = _family(hint, args)
+    if family is not None and isinstance(value, Mapping) and set(value) == {"kind", "args"}:
+        return family.from_json(value)  # a nested call as `to_json` wrote it (a manifest's)
     if origin is tuple and isinstance(value, list | tuple):
         return tuple(_convert(v, args[0]) for v in value)
     if origin is Mapping and isinstance(value, Mapping):
@@ -123,6 +126,14 @@ def _convert(value: object, hint: object) -> object:
     if floats and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     return value
+
+
+def _family(hint: object, args: tuple) -> type[KindConfig] | None:
+    """The KindConfig family a field's annotation names (alone or with None), if any."""
+    for t in (hint, *args):
+        if isinstance(t, type) and issubclass(t, KindConfig):
+            return t
+    return None
 
 
 # --- learning-rate schedules -------------------------------------------------------------------
@@ -280,8 +291,27 @@ class DecodeConfig(KindConfig, namespace="decode"):
 
 
 @dataclass(frozen=True)
+class WarpConfig(KindConfig, namespace="warp"):
+    """Test-time speaker normalisation of a speech task's audio (`decode`'s `warp`)."""
+
+
+@dataclass(frozen=True)
+class VoiceWarp(WarpConfig, kind="voice_warp"):
+    """Each speaker's audio resampled by the factor the model is most confident under
+    (`seqc.run.decoding.voice_warp`)."""
+
+    factors: tuple[float, ...]
+    """The candidates, increasing; 1 leaves the audio as it is."""
+    by: str
+    """The manifest field naming who speaks; "" takes each utterance alone."""
+    utterances: int
+    """A speaker's first utterances (in the split's order) the factor is chosen on."""
+
+
+@dataclass(frozen=True)
 class Greedy(DecodeConfig, kind="greedy"):
-    pass
+    warp: WarpConfig | None = None
+    """A speech task's test-time voice normalisation; None: none."""
 
 
 @dataclass(frozen=True)
@@ -303,6 +333,8 @@ class Beam(DecodeConfig, kind="beam"):
     """Shallow fusion's word LM (an artifact folder or a run directory); None: none."""
     lm_weight: float = 0.3
     length_bonus: float = 1.0
+    warp: WarpConfig | None = None
+    """A speech task's test-time voice normalisation; None: none."""
 
 
 # --- warm starts -------------------------------------------------------------------------------
@@ -327,6 +359,7 @@ _KINDS_BASE: dict[str, type[KindConfig]] = {
     "schedule": ScheduleConfig,
     "optimizer": OptimizerConfig,
     "decode": DecodeConfig,
+    "warp": WarpConfig,
     "init": InitConfig,
 }
 """The family that reads a nested call of each namespace."""

@@ -332,3 +332,34 @@ def test_a_beam_that_names_an_lm_fuses_it(
         and "no language model at" in bad.output
         and "Traceback" not in bad.output
     )
+
+
+def test_a_voice_warp_chooses_a_factor_per_voice_on_the_checkpoint_and_the_artifact(
+    trained,
+) -> None:
+    """`decode = beam(..., warp = voice_warp(...))`: `seqc eval` prints each voice's factor
+    and writes it to scores.json, for the checkpoint and for its ONNX export (each utterance
+    run alone); `seqc decode` chooses a factor for the one wav it is given."""
+    base, run, data, _ = trained
+    onnx = run / "export" / "onnx-none"
+    if not onnx.is_dir():  # run alone, without the export tests before it
+        export = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--quantize", "none"]
+        done = runner.invoke(app, [*export, "--wer", "0", "--batches", "1"])
+        assert done.exit_code == 0, done.output
+    warp = "asr_ctc.decode = beam(width = 4, warp = voice_warp(factors = [0.9, 1.0, 1.1]))"
+    evaluate = ["eval", *base, "--run-dir", str(run), "--split", "test", "--set", warp]
+    for extra, folder in (([], None), (["--artifact", str(onnx)], "onnx-none-test")):
+        result = runner.invoke(app, [*evaluate, *extra])
+        assert result.exit_code == 0, result.output
+        line = next(x for x in result.stdout.splitlines() if "voice warp: flite:slt" in x)
+        assert line.endswith(f"(chosen on {TINY['test']} utterances)"), line
+        where = run / "eval" / folder if folder else next((run / "eval").glob("*[0-9]-test"))
+        scores = json.loads((where / "scores.json").read_text())
+        chosen = scores["voice_warp"]["flite:slt"]
+        assert chosen["factor"] in (0.9, 1.0, 1.1) and f"factor {chosen['factor']:g}" in line
+        assert set(chosen["confidence"]) == {"0.9", "1", "1.1"}
+        assert chosen["confidence"][f"{chosen['factor']:g}"] == max(chosen["confidence"].values())
+    wav = data / "wavs" / "test" / "000001.wav"
+    decode = ["decode", *base, "--run-dir", str(run), "--set", warp, "--input", str(wav)]
+    result = runner.invoke(app, decode)
+    assert result.exit_code == 0 and result.stdout.strip(), result.output

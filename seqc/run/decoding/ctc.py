@@ -225,6 +225,15 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return x - np.log(np.sum(np.exp(x), axis=-1, keepdims=True))
 
 
+def real_frames(logits: np.ndarray) -> np.ndarray:
+    """The frames of CTC frame logits [..., F, V] that hold audio: a compiled model forces a
+    padding frame to "blank with certainty" (every id but the blank at `FORCED`)."""
+    from seqc.compiler.lower.ctc import BLANK, FORCED
+
+    others = np.delete(np.asarray(logits), BLANK, axis=-1)
+    return ~np.all(others <= FORCED / 2, axis=-1)
+
+
 def ctc_decode_batch(
     logits: np.ndarray,
     frame_mask: np.ndarray,

@@ -42,10 +42,10 @@ import numpy as np
 
 from seqc.backends import registry
 from seqc.backends.api import ExportJob, SentenceScorer, StepFunctions, sentence_scorer
-from seqc.compiler.lower.ctc import FORCED
 from seqc.compiler.step_signature import StepSignature
 from seqc.data.staging import staged
 from seqc.data.targets import output_folder
+from seqc.run.decoding.ctc import real_frames
 from seqc.run.decoding.forced import one_pass, sequence_feeds, teacher_forced
 from seqc.run.decoding.search import log_softmax64
 from seqc.run.decoding.steps import StepDecoder
@@ -90,12 +90,6 @@ class Row:
     quality: dict[str, float]
     parity: float
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def real_frames(logits: np.ndarray) -> np.ndarray:
-    """The frames of CTC frame logits [B, F, V] that hold audio: a padding frame is forced to
-    "blank with certainty" (every id but the blank at -1e9)."""
-    return ~np.all(np.asarray(logits)[..., 1:] <= FORCED / 2, axis=-1)
 
 
 def _parity(ctx: Context, logits: list[np.ndarray]) -> float:

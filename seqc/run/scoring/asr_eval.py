@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from seqc.backends.api import Model, Weights
+from seqc.run.decoding.voice_warp import Choice
 from seqc.run.report import Reporter
 from seqc.run.scoring.breakdown import group_of, rates_by, table
-from seqc.run.scoring.transcribe import score_model
+from seqc.run.scoring.transcribe import score_model, warp_record
 from seqc.run.session import Session
 
 if TYPE_CHECKING:
@@ -77,9 +78,10 @@ def evaluate_speech_artifact(
 
     fns, sig, pipeline = step_functions(artifact), artifact.signature, session.pipeline
     strategy = session.compiled.decode
+    choices: dict[str, Choice] = {}
     if sig.encoder_only:  # CTC: frame logits in one pass
         run = one_by_one(lambda arrays: one_pass(fns, sig, arrays))
-        hyps, refs, order = transcribe_ctc(run, pipeline, split, strategy, limit)
+        hyps, refs, order = transcribe_ctc(run, pipeline, split, strategy, limit, choices)
     else:
         special = artifact.manifest["special"]
         decoder = StepDecoder(fns, sig, special["bos"], special["eos"], special["pad"])
@@ -93,7 +95,7 @@ def evaluate_speech_artifact(
         "artifact": artifact.record(),
         "decode": strategy.to_json() if strategy else "greedy",
     }
-    w = score_transcripts(hyps, refs, order)
+    w = score_transcripts(hyps, refs, order) | warp_record(choices)
     report_speech(session, w, split, by, run_dir, folder, reporter, facts)
 
 
@@ -116,6 +118,10 @@ def report_speech(
         f"{split}_wer: {w['wer']:.2f}  ({w['examples']} utterances, {w['words']} words)"
     )
     reporter.result(f"{split}_cer: {w['cer']:.2f}")
+    if "voice_warp" in w:
+        for line in warp_lines(split, w["voice_warp"]):
+            reporter.result(line)
+        facts = facts | {"voice_warp": w["voice_warp"]}
     used = [examples[i] for i in w["indices"]]
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     for field in by:
@@ -126,6 +132,27 @@ def report_speech(
             reporter.result(line)
     write_transcripts(folder, w, [ex.source for ex in used], groups, facts, run_dir)
     reporter.result(f"{split} transcripts and scores: {folder}")
+
+
+WARP_LINES = 20
+"""Speakers whose voice-warp factor `seqc eval` prints one by one; more are counted by factor
+(scores.json has each)."""
+
+
+def warp_lines(split: str, choices: dict[str, dict[str, Any]]) -> list[str]:
+    """What `seqc eval` prints of a voice warp's choices: a line per speaker, or for many
+    speakers how many chose each factor."""
+    if len(choices) <= WARP_LINES:
+        return [
+            f"{split} voice warp: {speaker}: factor {c['factor']:g} "
+            f"(chosen on {c['utterances']} utterances)"
+            for speaker, c in sorted(choices.items())
+        ]
+    counts: dict[float, int] = {}
+    for c in choices.values():
+        counts[c["factor"]] = counts.get(c["factor"], 0) + 1
+    each = ", ".join(f"{f:g}: {n}" for f, n in sorted(counts.items()))
+    return [f"{split} voice warp: {len(choices)} speakers, by factor {each} (scores.json: each)"]
 
 
 def write_transcripts(

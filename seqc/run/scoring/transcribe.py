@@ -31,6 +31,7 @@ from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
 from seqc.run.decoding.ctc import PrefixBonus, ctc_decode_batch, ctc_prefix_beam_nbest, log_softmax
 from seqc.run.decoding.decoders import with_fusion
 from seqc.run.decoding.defaults import default_strategy
+from seqc.run.decoding.voice_warp import Choice
 from seqc.run.scoring.wer import error_rates
 
 if TYPE_CHECKING:
@@ -122,6 +123,8 @@ class Transcriber:
     """The model's shortest input (`seqc.compiler.min_length`; an artifact's manifest records
     it): a shorter clip is `too_short`'s data error, the same on a checkpoint and on every
     artifact, where each runtime would otherwise fail in its own way or answer nothing."""
+    last_warp: Choice | None = None
+    """The voice warp's choice for the last utterance transcribed (a strategy with one)."""
     fusion: PrefixBonus | None = None
     """Shallow fusion with a word LM (`seqc.run.decoding.fusion.WordFusion`): a CTC model's
     prefix beam search, or an attention decoder's beam search, ranks by the model's score plus
@@ -153,7 +156,19 @@ class Transcriber:
         n = int(np.asarray(samples).size)
         if n < self.min_samples:
             raise too_short("the audio", n, self.min_samples, self.sample_rate)
-        return audio_arrays(samples)
+        return audio_arrays(self._normalised(samples))
+
+    def _normalised(self, samples: np.ndarray) -> np.ndarray:
+        """With a voice warp in the strategy (a CTC model's), the utterance resampled by the
+        factor its own audio chooses: one utterance is one speaker here."""
+        from seqc.run.decoding.voice_warp import alone, choose, warped
+        from seqc.run.scoring.normalised import warp_of
+
+        warp = warp_of(self.strategy)
+        if warp is None or self.logits is None:
+            return samples
+        self.last_warp = choose(alone(self.logits), [samples], warp)
+        return warped(samples, self.last_warp.factor)
 
     def nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
         """The `n` best transcripts with their scores (a CTC model's prefix beam search, of the
@@ -219,14 +234,25 @@ def transcribe_ctc(
     split: str,
     strategy: DecodeConfig | None,
     limit: int = 0,
+    choices: dict[str, Choice] | None = None,
 ) -> tuple[list[str], list[str], list[int]]:
     """Hypotheses, references and the utterances' indices in the split, for the first `limit`
-    utterances of `split` (all if 0), in split order."""
+    utterances of `split` (all if 0), in split order. With a voice warp in `strategy`, each
+    speaker's factor goes into `choices` when it is given."""
     from seqc.run.lm.language_model import strategy_fusion
+    from seqc.run.scoring.normalised import transcribe_normalised, warp_of
 
     kind, width = ctc_strategy(strategy)
     tok = pipeline.target_tokenizer
     fusion = strategy_fusion(strategy, tok)
+    warp = warp_of(strategy)
+    if warp is not None:
+        *found, chosen = transcribe_normalised(
+            logits, pipeline, split, kind, width, warp, limit, bonus=fusion
+        )
+        if choices is not None:
+            choices.update(chosen)
+        return found[0], found[1], found[2]
     if fusion is not None:  # the prefix beam search with the LM's bonus, one row at a time
         found = nbest_ctc(logits, pipeline, split, width, 1, limit, bonus=fusion)
         return (
@@ -337,6 +363,11 @@ def score_transcripts(
     }
 
 
+def warp_record(choices: Mapping[str, Choice]) -> dict[str, Any]:
+    """`{"voice_warp": {speaker: its choice}}` for a scored split's figures; {} without one."""
+    return {"voice_warp": {k: c.record() for k, c in choices.items()}} if choices else {}
+
+
 def score_model(
     model: Model,
     params: Any,
@@ -345,12 +376,14 @@ def score_model(
     strategy: DecodeConfig | None,
     limit: int = 0,
 ) -> dict[str, Any]:
-    """WER and CER of a backend's model on `split` (CTC or attention decoder)."""
+    """WER and CER of a backend's model on `split` (CTC or attention decoder); with a voice
+    warp, each speaker's factor under `voice_warp`."""
     if model.task.ctc:
+        choices: dict[str, Choice] = {}
         hyps, refs, order = transcribe_ctc(
-            lambda arrays: model.logits(params, arrays), pipeline, split, strategy, limit
+            lambda arrays: model.logits(params, arrays), pipeline, split, strategy, limit, choices
         )
-        return score_transcripts(hyps, refs, order)
+        return score_transcripts(hyps, refs, order) | warp_record(choices)
     from seqc.run.decoding.search import Decoder
 
     tok = pipeline.target_tokenizer

@@ -11,6 +11,7 @@ Namespaces:
   avoid the full softmax for large vocabularies.
 - "metric": numbers reported on dev/test data.
 - "decode": how a trained sequence model generates output.
+- "warp": a speech decode's test-time voice normalisation.
 - "proposal": the distribution a sampled loss draws candidate words from.
 
 A default that is itself a kind is written as a string naming the kind (e.g. a `train` block's
@@ -440,12 +441,18 @@ declare(
 
 _MAX_LENGTH_DOC = "Stop after this many output tokens if no end-of-sequence is produced."
 
+_WARP_DOC = (
+    "Speech: test-time voice normalisation, a `voice_warp(...)` call (each speaker's audio "
+    "resampled by the factor the model is most confident under); none: the audio as it is."
+)
+
 declare(
     "decode",
     "greedy",
     "Takes the most likely token at each step (for a CTC model: at each frame, then merges "
     "repeats and drops blanks).",
     param("max_length", COUNT, 64, _MAX_LENGTH_DOC),
+    param("warp", optional(kind("warp")), None, _WARP_DOC),
     positional=(),
 )
 
@@ -497,7 +504,41 @@ declare(
     ),
     param("lm_weight", RATE, 0.3, "Shallow fusion: the weight of the LM's log-probability."),
     param("length_bonus", FLOAT, 1.0, "Shallow fusion: added to a hypothesis's score per word."),
+    param("warp", optional(kind("warp")), None, _WARP_DOC),
     positional=("width",),
+)
+
+declare(
+    "warp",
+    "voice_warp",
+    "Test-time speaker normalisation, as VTLN estimates a warp per speaker without a "
+    "transcript: each speaker's audio is resampled by each candidate factor (below 1 lowers "
+    "its formants and pitch and slows it, as speed perturbation does), the model's confidence "
+    "is measured on the speaker's first `utterances` utterances (the mean over their frames of "
+    "the largest log-posterior), and every utterance of the speaker is transcribed at the "
+    "factor of highest confidence. A CTC speech task's decode; training's dev evaluations and "
+    "an export's own WER check decode without it.",
+    param(
+        "factors",
+        list_of(FLOAT.within(between(0.5, 2.0))),
+        [0.8, 0.84, 0.88, 0.92, 0.96, 1.0, 1.04, 1.08, 1.12, 1.16, 1.2],
+        "The candidate factors, increasing; 1 leaves the audio as it is.",
+    ),
+    param(
+        "by",
+        STR,
+        "voice",
+        "The manifest field naming who speaks (utterances with one value share a factor); "
+        '"" chooses for each utterance alone, as `seqc decode` and `seqc serve` do.',
+    ),
+    param(
+        "utterances",
+        COUNT,
+        100,
+        "A speaker's utterances (the first, in split order) the factor is chosen on.",
+    ),
+    positional=(),
+    relations=(increasing("factors", hint="list the factors in increasing order"),),
 )
 
 # --- warm starts -------------------------------------------------------------------------------
