@@ -20,6 +20,10 @@ task (`examples/asr/read_speech.seq`):
 4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search on test, at the
    weights rescoring chose (not searched again: each point is a whole decode).
 
+A recogniser whose decode has a voice warp (`beam(..., warp = voice_warp())`) makes its n-best
+lists from each voice's normalised audio, as `seqc eval` transcribes it; `--no-warp` leaves
+the audio as it is (give each its own `--nbest-dir`).
+
 Run after training and exporting the LMs with their sentence scorers (`seqc export ... --format
 onnx --sentences [--no-normalize]`; the docs' "LM fusion and rescoring" has the commands):
 
@@ -59,9 +63,16 @@ def _nbest(args: argparse.Namespace) -> dict[str, list]:
     session, logits = _recogniser(args)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
+    warp = _warp(args, session)
     for split, path in paths.items():
         start = time.perf_counter()
-        found = nbest_ctc(logits, session.pipeline, split, args.width, args.nbest, args.limit)
+        choices: dict = {}
+        found = nbest_ctc(
+            logits, session.pipeline, split, args.width, args.nbest, args.limit, None, warp, choices
+        )
+        if choices:
+            factors = sorted(c.factor for c in choices.values())
+            print(f"{split}: voice warp over {len(choices)} voices, factors {factors}")
         lists = [
             NBest(f"{split}/{i}", tuple(Hypothesis(t, s) for t, s in hyps), ref)
             for i, hyps, ref in found
@@ -73,6 +84,14 @@ def _nbest(args: argparse.Namespace) -> dict[str, list]:
 
 
 _RECOGNISER: list = []
+
+
+def _warp(args: argparse.Namespace, session: object) -> object:
+    """The recogniser's voice warp (its task's `decode = beam(..., warp = ...)`), unless
+    --no-warp."""
+    from seqc.run.scoring.normalised import warp_of
+
+    return None if args.no_warp else warp_of(session.compiled.decode)  # type: ignore[attr-defined]
 
 
 def _recogniser(args: argparse.Namespace) -> tuple:
@@ -98,7 +117,8 @@ def _fused(args: argparse.Namespace, lm: object, weights: object) -> dict:
     tok = session.pipeline.target_tokenizer
     fusion = WordFusion(lm, tok, weights.lm_weight, weights.length_bonus)  # type: ignore[attr-defined]
     start = time.perf_counter()
-    found = nbest_ctc(logits, session.pipeline, "test", args.width, 1, args.limit, bonus=fusion)
+    warp = _warp(args, session)
+    found = nbest_ctc(logits, session.pipeline, "test", args.width, 1, args.limit, fusion, warp)
     rates = error_rates([h[0][0] if h else "" for _, h, _ in found], [r for _, _, r in found])
     return rates | {"seconds": time.perf_counter() - start}
 
@@ -118,6 +138,11 @@ def main() -> None:
     parser.add_argument("--lm", action="append", default=[], help="NAME=ARTIFACT_DIR")
     parser.add_argument(
         "--fusion", action="store_true", help="also shallow fusion on test (slow: minutes per LM)"
+    )
+    parser.add_argument(
+        "--no-warp",
+        action="store_true",
+        help="decode without the recogniser's voice warp (its decode's `warp`), if it has one",
     )
     args = parser.parse_args()
     lms = dict(item.split("=", 1) for item in args.lm)

@@ -141,13 +141,13 @@ def normalised(
     warp: VoiceWarp,
 ) -> tuple[list[np.ndarray], dict[str, Choice]]:
     """Each utterance's frame log-posteriors at its speaker's factor (`keys`: who speaks each,
-    None for an utterance alone), and each named speaker's choice."""
+    None for an utterance alone), and each speaker's choice (an utterance alone's as
+    "utterance N", N its place in `utterances` from 1)."""
     out: list[np.ndarray | None] = [None] * len(utterances)
     choices: dict[str, Choice] = {}
     for key, ids in speakers(keys).items():
         choice = choose(forward, [utterances[i] for i in ids], warp)
-        if not key.startswith("\0"):
-            choices[key] = choice
+        choices[f"utterance {ids[0] + 1}" if key.startswith("\0") else key] = choice
         scored = forward([warped(utterances[i], choice.factor) for i in ids])
         for i, z in zip(ids, scored, strict=True):
             out[i] = z

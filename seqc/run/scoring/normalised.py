@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from seqc.compiler.config import DecodeConfig, VoiceWarp
-from seqc.run.decoding.ctc import PrefixBonus, ctc_decode_batch, ctc_prefix_beam_nbest
+from seqc.run.decoding.ctc import ctc_decode_batch
 from seqc.run.decoding.voice_warp import Choice, Logits, batched, normalised
 
 if TYPE_CHECKING:
@@ -35,23 +35,12 @@ def without_warp(strategy: DecodeConfig | None) -> DecodeConfig | None:
     return dataclasses.replace(strategy, warp=None)  # type: ignore[type-var]
 
 
-def transcribe_normalised(
-    logits: Logits,
-    pipeline: InputPipeline,
-    split: str,
-    kind: str,
-    width: int,
-    warp: VoiceWarp,
-    limit: int = 0,
-    bonus: PrefixBonus | None = None,
-) -> tuple[list[str], list[str], list[int], dict[str, Choice]]:
-    """Hypotheses, references and indices of the first `limit` utterances of `split` (all if
-    0), in split order, each decoded (`kind`, `width`; with `bonus`, the prefix beam search
-    with shallow fusion) at its speaker's factor; and each speaker's choice. An utterance
-    whose manifest lacks the `by` field (or `by = ""`) is its own speaker."""
-    from seqc.run.scoring.transcribe import by_text
-
-    tok = pipeline.target_tokenizer
+def normalised_split(
+    logits: Logits, pipeline: InputPipeline, split: str, warp: VoiceWarp, limit: int = 0
+) -> tuple[list[int], list[np.ndarray], dict[str, Choice]]:
+    """The indices of the first `limit` utterances of `split` (all if 0), in split order; each
+    one's frame log-posteriors at its speaker's factor; and each speaker's choice. An
+    utterance whose manifest lacks the `by` field (or `by = ""`) is its own speaker."""
     examples = pipeline.splits[split].examples
     audio: dict[int, np.ndarray] = {}
     for batch in pipeline.batches(split):
@@ -63,18 +52,27 @@ def transcribe_normalised(
     order = sorted(audio)[: limit or None]
     keys = [_speaker(examples[i].fields, warp.by) for i in order]
     scores, choices = normalised(batched(logits), [audio[i] for i in order], keys, warp)
+    return order, scores, choices
+
+
+def transcribe_normalised(
+    logits: Logits,
+    pipeline: InputPipeline,
+    split: str,
+    kind: str,
+    width: int,
+    warp: VoiceWarp,
+    limit: int = 0,
+) -> tuple[list[str], list[str], list[int], dict[str, Choice]]:
+    """Hypotheses, references and indices of `normalised_split`'s utterances, each decoded
+    (`kind`, `width`) at its speaker's factor; and each speaker's choice."""
+    tok = pipeline.target_tokenizer
+    examples = pipeline.splits[split].examples
+    order, scores, choices = normalised_split(logits, pipeline, split, warp, limit)
     hyps: list[str] = []
     for z in scores:
-        if bonus is not None:
-            reset = getattr(bonus, "reset", None)
-            if reset is not None:
-                reset()
-            found = ctc_prefix_beam_nbest(z, z.shape[0], width, bonus=bonus)
-            best = by_text(found, tok, 1)
-            hyps.append(best[0][0] if best else "")
-        else:
-            (ids,) = ctc_decode_batch(z[None], np.ones((1, z.shape[0]), bool), kind, width)
-            hyps.append(str(tok.decode(ids)))
+        (ids,) = ctc_decode_batch(z[None], np.ones((1, z.shape[0]), bool), kind, width)
+        hyps.append(str(tok.decode(ids)))
     return hyps, [examples[i].target or "" for i in order], order, choices
 
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from seqc.compiler.config import Beam, DecodeConfig
+from seqc.compiler.config import Beam, DecodeConfig, VoiceWarp
 from seqc.compiler.lower.ctc import BLANK, FORCED
 from seqc.data.audio import SAMPLE_RATE, load_wav, too_short
 from seqc.run.decoding.ctc import PrefixBonus, ctc_decode_batch, ctc_prefix_beam_nbest, log_softmax
@@ -246,15 +246,13 @@ def transcribe_ctc(
     tok = pipeline.target_tokenizer
     fusion = strategy_fusion(strategy, tok)
     warp = warp_of(strategy)
-    if warp is not None:
-        *found, chosen = transcribe_normalised(
-            logits, pipeline, split, kind, width, warp, limit, bonus=fusion
-        )
+    if warp is not None and fusion is None:
+        *found, chosen = transcribe_normalised(logits, pipeline, split, kind, width, warp, limit)
         if choices is not None:
             choices.update(chosen)
         return found[0], found[1], found[2]
     if fusion is not None:  # the prefix beam search with the LM's bonus, one row at a time
-        found = nbest_ctc(logits, pipeline, split, width, 1, limit, bonus=fusion)
+        found = nbest_ctc(logits, pipeline, split, width, 1, limit, fusion, warp, choices)
         return (
             [h[0][0] if h else "" for _, h, _ in found],
             [r for *_, r in found],
@@ -299,23 +297,37 @@ def nbest_ctc(
     n: int,
     limit: int = 0,
     bonus: PrefixBonus | None = None,
+    warp: VoiceWarp | None = None,
+    choices: dict[str, Choice] | None = None,
 ) -> list[tuple[int, list[tuple[str, float]], str]]:
     """Each utterance of `split` (the first `limit`, all if 0), in split order: its index, its
     `n` best transcripts with their CTC scores (prefix beam search of `width`; labellings that
     read the same text merged), and its reference. Batched as `transcribe_ctc` is, so a
     checkpoint compiles one program per bucket, not one per utterance length. With `bonus`
-    (shallow fusion), the search ranks by score plus bonus and the scores include it."""
+    (shallow fusion), the search ranks by score plus bonus and the scores include it; with
+    `warp`, each speaker's audio is normalised first (its choice into `choices`)."""
     tok = pipeline.target_tokenizer
     examples = pipeline.splits[split].examples
     found: dict[int, list[tuple[str, float]]] = {}
+
+    def search(z: np.ndarray) -> list[tuple[str, float]]:
+        reset = getattr(bonus, "reset", None)
+        if reset is not None:  # no two utterances share prefixes
+            reset()
+        return by_text(ctc_prefix_beam_nbest(z, z.shape[0], max(width, n), bonus=bonus), tok, n)
+
+    if warp is not None:
+        from seqc.run.scoring.normalised import normalised_split
+
+        order, scores, chosen = normalised_split(logits, pipeline, split, warp, limit)
+        if choices is not None:
+            choices.update(chosen)
+        pairs = zip(order, scores, strict=True)
+        return [(i, search(z), examples[i].target or "") for i, z in pairs]
     for batch in pipeline.batches(split):
         z = log_softmax(np.asarray(logits(batch.arrays), np.float32))
         for row, i in enumerate(batch.indices[: batch.num_examples]):
-            reset = getattr(bonus, "reset", None)
-            if reset is not None:  # no two utterances share prefixes
-                reset()
-            beam = ctc_prefix_beam_nbest(z[row], z.shape[1], max(width, n), bonus=bonus)
-            found[i] = by_text(beam, tok, n)
+            found[i] = search(z[row])
         if limit and len(found) >= limit:
             break
     order = sorted(found)[: limit or None]
