@@ -24,6 +24,7 @@ from seqc.compiler.config import (
     OptimizerConfig,
     Sgd,
     TrainConfig,
+    VoiceWarp,
     WarmupRsqrt,
 )
 from seqc.resolve.experiment import resolve
@@ -129,9 +130,16 @@ def test_values_are_converted_to_their_declared_types() -> None:
     assert TrainConfig.of(
         {**_train_defaults(), "optimizer": adam_call(), "init_from": init}
     ).init_from == FromCheckpoint(path="runs/x", map={"*": "*"}, step=3)
-    assert Greedy.of(CallValue(kind="greedy", namespace="decode", args={"max_length": 5})) == (
-        Greedy(max_length=5)
+    greedy = CallValue(kind="greedy", namespace="decode", args={"max_length": 5, "warp": None})
+    assert Greedy.of(greedy) == Greedy(max_length=5)
+    warp = CallValue(
+        kind="voice_warp", namespace="warp", args={"factors": [1, 1.1], "by": "", "utterances": 3}
     )
+    warped = Greedy.of(
+        CallValue(kind="greedy", namespace="decode", args={"max_length": 5, "warp": warp})
+    )
+    assert warped.warp == VoiceWarp(factors=(1.0, 1.1), by="", utterances=3)
+    assert type(warped.warp.factors[0]) is float
 
 
 def adam_call() -> CallValue:

@@ -72,6 +72,7 @@ REGISTRY.docs.update(
         "decode": "Generation strategies for the `decode` field of a task.",
         "proposal": "Distributions that sampled losses draw their candidate words from.",
         "init": "Where a warm start (`train.init_from`) takes its initial weights from.",
+        "warp": "Test-time speaker normalisation for the `warp` of a speech task's decode.",
     }
 )
 
