@@ -140,6 +140,8 @@ class InputPipeline:
             int(call_args(train_reader)["sample_rate"]) if self.task == "asr" else None
         )
         """Speech: samples per second of every wav; None for text."""
+        self.min_samples = 1
+        """Speech: the model's shortest input, once `require_samples` has checked the data."""
         self.max_length: int
         """Longest training example kept: tokens, or samples for speech."""
         self.buckets: tuple[Bucket, ...]
@@ -439,6 +441,7 @@ class InputPipeline:
         check. Cheap: the lengths come from the headers read with the manifest."""
         if self.sample_rate is None:
             return
+        self.min_samples = min_samples
         short = [
             e
             for s in self.splits.values()

@@ -179,3 +179,12 @@ def test_eval_prints_a_line_per_speaker_or_counts_by_factor_for_many() -> None:
     assert warp_lines("dev", many) == [
         "dev voice warp: 30 speakers, by factor 0.8: 20, 1: 10 (scores.json: each)"
     ]
+
+
+def test_a_factor_that_would_make_an_utterance_too_short_for_the_model_is_no_candidate() -> None:
+    """Resampling by 1.2 makes an utterance 1/1.2 as long: below the model's shortest input it
+    would be the runtime's error, so that factor is left out (1 always stays)."""
+    short = tone(333, 0.1)  # 1,600 samples; 1,334 at 1.2
+    choice = choose(forward, [short], WARP, min_samples=1500)
+    assert set(choice.confidence) == {0.8, 1.0} and choice.factor == 1.0
+    assert choose(forward, [short], WARP).factor == 1.2

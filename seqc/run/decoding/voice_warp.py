@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from seqc.compiler.config import VoiceWarp
-from seqc.data.augment import resample
+from seqc.data.augment import resample, stretched
 from seqc.run.decoding.ctc import log_softmax, real_frames
 
 Forward = Callable[[Sequence[np.ndarray]], list[np.ndarray]]
@@ -115,12 +115,18 @@ class Choice:
         }
 
 
-def choose(forward: Forward, utterances: Sequence[np.ndarray], warp: VoiceWarp) -> Choice:
+def choose(
+    forward: Forward, utterances: Sequence[np.ndarray], warp: VoiceWarp, min_samples: int = 1
+) -> Choice:
     """The factor of `warp.factors` under which the model is most confident on the first
-    `warp.utterances` of `utterances` (one speaker's, in order); ties to the factor nearest 1."""
+    `warp.utterances` of `utterances` (one speaker's, in order); ties to the factor nearest 1.
+    A factor that would shorten any of the speaker's utterances below `min_samples` (the
+    model's shortest input) is not a candidate; 1 always is."""
     first = list(utterances[: warp.utterances])
+    shortest = min((len(x) for x in utterances), default=min_samples)
+    candidates = [f for f in warp.factors if f == 1.0 or stretched(shortest, f) >= min_samples]
     scores: dict[float, float] = {}
-    for f in warp.factors:
+    for f in candidates or [1.0]:
         scores[f] = float(np.mean([confidence(z) for z in forward([warped(x, f) for x in first])]))
     best = max(scores, key=lambda f: (scores[f], -abs(f - 1.0)))
     return Choice(best, scores, len(first))
@@ -139,6 +145,7 @@ def normalised(
     utterances: Sequence[np.ndarray],
     keys: Sequence[str | None],
     warp: VoiceWarp,
+    min_samples: int = 1,
 ) -> tuple[list[np.ndarray], dict[str, Choice]]:
     """Each utterance's frame log-posteriors at its speaker's factor (`keys`: who speaks each,
     None for an utterance alone), and each speaker's choice (an utterance alone's as
@@ -146,7 +153,7 @@ def normalised(
     out: list[np.ndarray | None] = [None] * len(utterances)
     choices: dict[str, Choice] = {}
     for key, ids in speakers(keys).items():
-        choice = choose(forward, [utterances[i] for i in ids], warp)
+        choice = choose(forward, [utterances[i] for i in ids], warp, min_samples)
         choices[f"utterance {ids[0] + 1}" if key.startswith("\0") else key] = choice
         scored = forward([warped(utterances[i], choice.factor) for i in ids])
         for i, z in zip(ids, scored, strict=True):

@@ -51,7 +51,8 @@ def normalised_split(
             break
     order = sorted(audio)[: limit or None]
     keys = [_speaker(examples[i].fields, warp.by) for i in order]
-    scores, choices = normalised(batched(logits), [audio[i] for i in order], keys, warp)
+    utterances = [audio[i] for i in order]
+    scores, choices = normalised(batched(logits), utterances, keys, warp, pipeline.min_samples)
     return order, scores, choices
 
 

@@ -123,8 +123,6 @@ class Transcriber:
     """The model's shortest input (`seqc.compiler.min_length`; an artifact's manifest records
     it): a shorter clip is `too_short`'s data error, the same on a checkpoint and on every
     artifact, where each runtime would otherwise fail in its own way or answer nothing."""
-    last_warp: Choice | None = None
-    """The voice warp's choice for the last utterance transcribed (a strategy with one)."""
     fusion: PrefixBonus | None = None
     """Shallow fusion with a word LM (`seqc.run.decoding.fusion.WordFusion`): a CTC model's
     prefix beam search, or an attention decoder's beam search, ranks by the model's score plus
@@ -167,8 +165,8 @@ class Transcriber:
         warp = warp_of(self.strategy)
         if warp is None or self.logits is None:
             return samples
-        self.last_warp = choose(alone(self.logits), [samples], warp)
-        return warped(samples, self.last_warp.factor)
+        choice = choose(alone(self.logits), [samples], warp, self.min_samples)
+        return warped(samples, choice.factor)
 
     def nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
         """The `n` best transcripts with their scores (a CTC model's prefix beam search, of the
