@@ -346,6 +346,28 @@ def test_a_loss_that_is_not_finite_stops_the_run(spec: Path, tmp_path: Path) -> 
     assert all(s < steps[-1] for s in saved)  # no checkpoint of the broken weights
 
 
+def test_a_failed_dev_evaluation_keeps_the_steps_before_it(
+    spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dev evaluation that fails (here: raises) ended the run with the steps since the last
+    checkpoint lost; they are saved first, and --resume goes on from them."""
+    from seqc.run.train.loop import Loop
+
+    def broken(self: Loop, state: object, done: int) -> dict:
+        raise RuntimeError("the evaluation broke")
+
+    monkeypatch.setattr(Loop, "evaluate", broken)
+    run = tmp_path / "run"
+    result = _train(spec, run, "train.steps=20", "train.eval_every=3", "train.checkpoint_every=10")
+    assert result.exit_code != 0 and "the evaluation broke" in result.output
+    saved = [int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()]
+    assert saved == [3]
+    monkeypatch.undo()
+    again = _train(spec, run, "train.steps=20", "train.eval_every=0", resume=True)
+    assert again.exit_code == 0, again.output
+    assert _train_steps(run)[:4] == [1, 2, 3, 4] and "resumed from step 3" in again.output
+
+
 def test_a_vocabulary_below_the_tokenizers_is_an_error_at_the_layer(
     spec: Path, tmp_path: Path
 ) -> None:

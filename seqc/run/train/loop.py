@@ -269,7 +269,13 @@ class Loop:
                 bar.update(done)
                 stale = False
                 if self._eval_due(done):
-                    dev = self.evaluate(state, done)
+                    try:
+                        dev = self.evaluate(state, done)
+                    except Exception:
+                        # the steps since the last checkpoint are not lost to a failed
+                        # evaluation (a dev file gone, a decoder's bug): --resume goes on here
+                        checkpoint(done, state)
+                        raise
                     shown = ", ".join(
                         (f"{t} " if self.steps.several else "") + dev_line(d)
                         for t, d in dev.items()
