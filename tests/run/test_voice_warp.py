@@ -188,3 +188,25 @@ def test_a_factor_that_would_make_an_utterance_too_short_for_the_model_is_no_can
     choice = choose(forward, [short], WARP, min_samples=1500)
     assert set(choice.confidence) == {0.8, 1.0} and choice.factor == 1.0
     assert choose(forward, [short], WARP).factor == 1.2
+
+
+def test_a_resume_may_add_or_change_a_voice_warp_but_not_the_rest_of_the_decode() -> None:
+    """Training's dev evaluations leave the warp out, so a run started without one resumes
+    with one (and back); a beam's width is another matter."""
+    from seqc.resolve.experiment import resolve
+    from seqc.resolve.program import load_program
+    from seqc.resolve.values import to_json
+    from seqc.run.rundir.resume import changes
+
+    spec = Path(__file__).resolve().parents[2] / "examples" / "asr" / "spoken_numbers.seq"
+    program, symbols = load_program(spec), {"spoken_numbers.vocab_size": 40}
+
+    def settings(*sets: str) -> object:
+        return resolve(program, "asr.numbers.robust", list(sets), symbols)
+
+    plain = to_json(settings("asr_robust.decode = beam(width = 8)").config)
+    assert changes(plain, settings()) == []
+    warped = settings('asr_robust.decode = beam(width = 8, warp = voice_warp(by = ""))')
+    assert changes(to_json(settings().config), warped) == []
+    wider = changes(plain, settings("asr_robust.decode = beam(width = 16)"))
+    assert [path for path, *_ in wider] == ["asr_robust.decode.width"]

@@ -30,6 +30,10 @@ ALLOWED = (
 )
 """Paths (or prefixes, ending in `.`) that a resume may change."""
 
+TRAINING_IGNORES = ("decode", "warp")
+"""`TASK.decode.warp` and below: a speech decode's voice warp, which training's dev evaluations
+leave out (`seqc.run.train.dev`), so a resume may add, change or drop it."""
+
 SHOWN = 5
 
 
@@ -54,6 +58,8 @@ def changes(stored: dict[str, Any], resolved: ResolvedExperiment) -> list[tuple[
     out = []
     for path in sorted(set(then) | set(now)):
         if any(path == a or (a.endswith(".") and path.startswith(a)) for a in ALLOWED):
+            continue
+        if tuple(path.split(".")[1:3]) == TRAINING_IGNORES:
             continue
         if path not in then and _added_default(resolved, path, now[path]):
             continue
