@@ -108,6 +108,8 @@ def strategy_for(
     args: dict[str, Any] = {}
     if kind == base.kind:
         args = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    elif kind in ("greedy", "beam") and getattr(base, "warp", None) is not None:
+        args["warp"] = base.warp  # type: ignore[attr-defined]  # the model's, not the search's
     args["max_length"] = min(length or base.max_length, max_decode_length)
     if kind == "beam":
         args |= {k: v for k, v in {"width": beam, "length_penalty": alpha}.items() if v is not None}

@@ -32,6 +32,17 @@ def test_options_change_the_strategy() -> None:
     assert isinstance(wider, Beam) and (wider.width, wider.length_penalty) == (5, 0.2)
 
 
+def test_a_speech_models_voice_warp_stays_whatever_the_search() -> None:
+    """The warp normalises the audio before any search: a request for another beam (or for
+    greedy, beam 1) keeps it."""
+    warp = make_call("warp", "voice_warp", factors=[0.9, 1.0, 1.1], by="")
+    own = DecodeConfig.of(make_call("decode", "beam", width=8, warp=warp))
+    for params in ({}, {"beam": 4}, {"beam": 1}):
+        asked = strategy_for(own, params, 256)
+        assert isinstance(asked, Beam | Greedy) and asked.warp == own.warp, params  # type: ignore[attr-defined]
+    assert isinstance(strategy_for(own, {"beam": 1}, 256), Greedy)
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
