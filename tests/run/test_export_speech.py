@@ -363,3 +363,38 @@ def test_a_voice_warp_chooses_a_factor_per_voice_on_the_checkpoint_and_the_artif
     decode = ["decode", *base, "--run-dir", str(run), "--set", warp, "--input", str(wav)]
     result = runner.invoke(app, decode)
     assert result.exit_code == 0 and result.stdout.strip(), result.output
+
+
+def test_nbest_lists_with_a_voice_warp_choose_as_eval_does(trained) -> None:
+    """`nbest_ctc` (what `bench/lm_fusion.py` rescores) normalises each voice as `seqc eval`
+    does: the same choices, the lists in split order with their references; and a warp whose
+    only factor is 1 gives the lists of no warp."""
+    from seqc.compiler.config import Beam, VoiceWarp
+    from seqc.run.scoring.transcribe import nbest_ctc, transcribe_ctc
+    from seqc.run.session import open_session
+    from seqc.run.weights.restore import restore, run_backend
+
+    base, run, _, _ = trained
+    session = open_session(Path(base[0]), "asr.numbers.tiny", cache_dir=Path(base[-1]))
+    restored = restore(session, run, run_backend(session, None))
+    params = restored.state["params"]
+
+    def logits(arrays: dict) -> object:
+        return restored.model.logits(params, arrays)
+
+    warp = VoiceWarp(factors=(0.9, 1.0, 1.1), by="voice", utterances=2)
+    strategy = Beam(max_length=64, width=4, length_penalty=0.6, warp=warp)
+    told: dict = {}
+    _, refs, order = transcribe_ctc(logits, session.pipeline, "test", strategy, 0, told)
+    listed: dict = {}
+    found = nbest_ctc(logits, session.pipeline, "test", 4, 3, 0, None, warp, listed)
+    assert [i for i, _, _ in found] == order and [r for *_, r in found] == refs
+    assert all(
+        h and [s for _, s in h] == sorted((s for _, s in h), reverse=True) for _, h, _ in found
+    )
+    assert listed == told and set(told) == {"flite:slt"} and told["flite:slt"].utterances == 2
+    same = VoiceWarp(factors=(1.0,), by="voice", utterances=2)
+    plain = nbest_ctc(logits, session.pipeline, "test", 4, 3)
+    unwarped = nbest_ctc(logits, session.pipeline, "test", 4, 3, 0, None, same)
+    for (i, a, _), (j, b, _) in zip(plain, unwarped, strict=True):
+        assert i == j and a[0][1] == pytest.approx(b[0][1], abs=1e-3)
