@@ -52,6 +52,16 @@ def _manifest(run: Path, name: str) -> dict:
     return json.loads((run / "export" / name / "manifest.json").read_text())
 
 
+def _onnx_none(base: list[str], run: Path) -> Path:
+    """The run's fp32 ONNX export, made here when the export test has not run before."""
+    onnx = run / "export" / "onnx-none"
+    if not onnx.is_dir():
+        export = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--quantize", "none"]
+        done = runner.invoke(app, [*export, "--wer", "0", "--batches", "1"])
+        assert done.exit_code == 0, done.output
+    return onnx
+
+
 def _transcript(args: list[str]) -> str:
     result = runner.invoke(app, ["decode", *args])
     assert result.exit_code == 0, result.output
@@ -165,11 +175,7 @@ def test_eval_scores_an_exported_recogniser_as_it_scores_the_checkpoint(trained)
     groups them, `--manifest` scores any manifest through it, and `scores.json` names the
     artifact it scored."""
     base, run, data, _ = trained
-    onnx = run / "export" / "onnx-none"
-    if not onnx.is_dir():  # run alone, without the export test before it
-        export = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--quantize", "none"]
-        done = runner.invoke(app, [*export, "--wer", "0", "--batches", "1"])
-        assert done.exit_code == 0, done.output
+    onnx = _onnx_none(base, run)
     evaluate = ["eval", *base, "--run-dir", str(run), "--split", "test"]
     checkpoint = runner.invoke(app, evaluate)
     assert checkpoint.exit_code == 0, checkpoint.output
@@ -341,11 +347,7 @@ def test_a_voice_warp_chooses_a_factor_per_voice_on_the_checkpoint_and_the_artif
     and writes it to scores.json, for the checkpoint and for its ONNX export (each utterance
     run alone); `seqc decode` chooses a factor for the one wav it is given."""
     base, run, data, _ = trained
-    onnx = run / "export" / "onnx-none"
-    if not onnx.is_dir():  # run alone, without the export tests before it
-        export = ["export", *base, "--run-dir", str(run), "--format", "onnx", "--quantize", "none"]
-        done = runner.invoke(app, [*export, "--wer", "0", "--batches", "1"])
-        assert done.exit_code == 0, done.output
+    onnx = _onnx_none(base, run)
     warp = "asr_ctc.decode = beam(width = 4, warp = voice_warp(factors = [0.9, 1.0, 1.1]))"
     evaluate = ["eval", *base, "--run-dir", str(run), "--split", "test", "--set", warp]
     for extra, folder in (([], None), (["--artifact", str(onnx)], "onnx-none-test")):
