@@ -133,7 +133,7 @@ def test_eval_scores_the_whole_test_split_and_writes_its_translations(
     scores = json.loads((folder / "scores.json").read_text())
     assert scores["examples"] == TEST_SIZE and scores["split"] == "test"
     assert scores["checkpoint"]["step"] == 30 and scores["limit"] == 0
-    assert scores["decode"] == {"kind": "greedy", "args": {"max_length": 8}}
+    assert scores["decode"] == {"kind": "greedy", "args": {"max_length": 8, "warp": None}}
     assert scores["signatures"]["bleu"].startswith(SIGNATURE)
     # the files rescore to the printed figure with sacreBLEU itself
     assert sacrebleu.corpus_bleu(hyps, [refs]).score == pytest.approx(scores["bleu"])
