@@ -210,3 +210,18 @@ def test_a_resume_may_add_or_change_a_voice_warp_but_not_the_rest_of_the_decode(
     assert changes(to_json(settings().config), warped) == []
     wider = changes(plain, settings("asr_robust.decode = beam(width = 16)"))
     assert [path for path, *_ in wider] == ["asr_robust.decode.width"]
+
+
+def test_the_utterances_that_chose_are_not_run_again_at_the_factor_chosen() -> None:
+    runs: list[int] = []
+
+    def counted(utterances: Sequence[np.ndarray]) -> list[np.ndarray]:
+        runs.append(len(utterances))
+        return forward(utterances)
+
+    few = VoiceWarp(factors=(0.8, 1.0, 1.2), by="voice", utterances=2)
+    three = [tone(500), tone(500, 0.3), tone(500, 0.4)]
+    scores, choices = normalised(counted, three, ["a"] * 3, few)
+    assert choices["a"].factor == 0.8 and runs == [2, 2, 2, 1]  # 3 factors x 2, then the third
+    want = [len(warped(x, 0.8)) // 160 for x in three]
+    assert [z.shape[0] for z in scores] == want

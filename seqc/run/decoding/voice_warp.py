@@ -22,7 +22,7 @@ test split, as a deployed recogniser would adapt to whoever speaks to it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -106,6 +106,8 @@ class Choice:
     """Each candidate factor's mean confidence."""
     utterances: int
     """How many of the speaker's utterances it was measured on."""
+    posteriors: tuple[np.ndarray, ...] = field(default=(), compare=False, repr=False)
+    """Those utterances' frame log-posteriors at `factor` (so they are not run again)."""
 
     def record(self) -> dict[str, Any]:
         return {
@@ -126,10 +128,13 @@ def choose(
     shortest = min((len(x) for x in utterances), default=min_samples)
     candidates = [f for f in warp.factors if f == 1.0 or stretched(shortest, f) >= min_samples]
     scores: dict[float, float] = {}
+    best, kept = 1.0, ()
     for f in candidates or [1.0]:
-        scores[f] = float(np.mean([confidence(z) for z in forward([warped(x, f) for x in first])]))
-    best = max(scores, key=lambda f: (scores[f], -abs(f - 1.0)))
-    return Choice(best, scores, len(first))
+        zs = tuple(forward([warped(x, f) for x in first]))
+        scores[f] = float(np.mean([confidence(z) for z in zs]))
+        if f == min(scores, key=lambda g: (-scores[g], abs(g - 1.0))):
+            best, kept = f, zs
+    return Choice(best, scores, len(first), kept)
 
 
 def speakers(keys: Sequence[str | None]) -> dict[str, list[int]]:
@@ -155,7 +160,9 @@ def normalised(
     for key, ids in speakers(keys).items():
         choice = choose(forward, [utterances[i] for i in ids], warp, min_samples)
         choices[f"utterance {ids[0] + 1}" if key.startswith("\0") else key] = choice
-        scored = forward([warped(utterances[i], choice.factor) for i in ids])
+        rest = ids[choice.utterances :]  # the first were run at this factor while choosing
+        more = forward([warped(utterances[i], choice.factor) for i in rest])
+        scored = [*choice.posteriors, *more]
         for i, z in zip(ids, scored, strict=True):
             out[i] = z
     return [z for z in out if z is not None], choices
