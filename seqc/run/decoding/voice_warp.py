@@ -128,12 +128,12 @@ def choose(
     shortest = min((len(x) for x in utterances), default=min_samples)
     candidates = [f for f in warp.factors if f == 1.0 or stretched(shortest, f) >= min_samples]
     scores: dict[float, float] = {}
-    best, kept = 1.0, ()
+    best, kept, rank = 1.0, (), (-np.inf, -np.inf)
     for f in candidates or [1.0]:
         zs = tuple(forward([warped(x, f) for x in first]))
         scores[f] = float(np.mean([confidence(z) for z in zs]))
-        if f == min(scores, key=lambda g: (-scores[g], abs(g - 1.0))):
-            best, kept = f, zs
+        if (scores[f], -abs(f - 1.0)) > rank:  # a tie keeps the factor nearer 1, or the first
+            best, kept, rank = f, zs, (scores[f], -abs(f - 1.0))
     return Choice(best, scores, len(first), kept)
 
 

@@ -137,12 +137,12 @@ class Transcriber:
     def __call__(self, samples: np.ndarray) -> str:
         if self.fusion is not None and self.logits is not None:
             return self.nbest(samples, 1)[0][0]
-        arrays = self._arrays(samples)
         if self.logits is not None:
             kind, width = ctc_strategy(self.strategy)
-            z = np.asarray(self.logits(arrays), np.float32)
+            z = self._frames(samples)[None]
             (ids,) = ctc_decode_batch(z, np.ones(z.shape[:2], bool), kind, width)
             return str(self.tokenizer.decode(ids))
+        arrays = self._arrays(samples)
         assert self.decoder is not None, "a Transcriber has CTC logits or a decoder"
         if self.fusion is not None:  # the decoder's beam search adds the bonus
             self.decoder = with_fusion(self.decoder, self.fusion)
@@ -154,19 +154,20 @@ class Transcriber:
         n = int(np.asarray(samples).size)
         if n < self.min_samples:
             raise too_short("the audio", n, self.min_samples, self.sample_rate)
-        return audio_arrays(self._normalised(samples))
+        return audio_arrays(samples)
 
-    def _normalised(self, samples: np.ndarray) -> np.ndarray:
-        """With a voice warp in the strategy (a CTC model's), the utterance resampled by the
-        factor its own audio chooses: one utterance is one speaker here."""
-        from seqc.run.decoding.voice_warp import alone, choose, warped
+    def _frames(self, samples: np.ndarray) -> np.ndarray:
+        """A CTC model's frame log-posteriors [F, V] of one utterance; with a voice warp in the
+        strategy, at the factor its own audio chooses (one utterance is one speaker here), as
+        the choice already ran it."""
+        from seqc.run.decoding.voice_warp import alone, choose
         from seqc.run.scoring.normalised import warp_of
 
-        warp = warp_of(self.strategy)
-        if warp is None or self.logits is None:
-            return samples
-        choice = choose(alone(self.logits), [samples], warp, self.min_samples)
-        return warped(samples, choice.factor)
+        assert self.logits is not None, "frame scores are a CTC model's"
+        arrays, warp = self._arrays(samples), warp_of(self.strategy)
+        if warp is None:
+            return log_softmax(np.asarray(self.logits(arrays), np.float32)[0])
+        return choose(alone(self.logits), [samples], warp, self.min_samples).posteriors[0]
 
     def nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
         """The `n` best transcripts with their scores (a CTC model's prefix beam search, of the
@@ -176,13 +177,13 @@ class Transcriber:
         probabilities summed, so fewer than `n` may come back."""
         if self.logits is None:
             return self._decoder_nbest(samples, n)
-        z = np.asarray(self.logits(self._arrays(samples)), np.float32)[0]
+        z = self._frames(samples)
         kind, width = ctc_strategy(self.strategy)
         width = max(n, width if kind == "beam" else FUSION_WIDTH)
         reset = getattr(self.fusion, "reset", None)
         if reset is not None:
             reset()
-        found = ctc_prefix_beam_nbest(log_softmax(z), z.shape[0], width, bonus=self.fusion)
+        found = ctc_prefix_beam_nbest(z, z.shape[0], width, bonus=self.fusion)
         return by_text(found, self.tokenizer, n)
 
     def _decoder_nbest(self, samples: np.ndarray, n: int) -> list[tuple[str, float]]:
