@@ -17,8 +17,12 @@ task (`examples/asr/read_speech.seq`):
    log-softmax inside it; an artifact without one, its step calls and the log-softmax);
 3. the LM weight and the bonus per word chosen on dev (`seqc.run.lm.rescore.grid_search`), then
    WER and CER on test; "no LM" is the recogniser's own best;
-4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search on test, at the
-   weights rescoring chose (not searched again: each point is a whole decode).
+4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search: its weights
+   chosen on the first `--fusion-dev` dev utterances (`FUSION_WEIGHTS` x `FUSION_BONUSES`,
+   each point a decode of them), then test decoded at them; and the two-pass system the
+   fused search feeds: its n-best lists of dev and test (the same search: the 1-best is the
+   fused transcript) rescored by the same LM, the second pass's weights chosen on dev as
+   rescoring's are (a weight of 0 keeps the first pass's choice, so dev cannot get worse).
 
 A recogniser whose decode has a voice warp (`beam(..., warp = voice_warp())`) makes its n-best
 lists from each voice's normalised audio, as `seqc eval` transcribes it; `--no-warp` leaves
@@ -52,7 +56,7 @@ NAMES = ("ce", "snis_raw", "nce_raw", "snis_normalized")
 
 def _nbest(args: argparse.Namespace) -> dict[str, list]:
     """The dev and test n-best lists: read from --nbest-dir, or decoded and written there."""
-    from seqc.run.lm.nbest import Hypothesis, NBest, read_nbest, write_nbest
+    from seqc.run.lm.nbest import read_nbest, write_nbest
 
     folder: Path = args.nbest_dir
     paths = {split: folder / f"{split}.nbest.jsonl" for split in ("dev", "test")}
@@ -73,10 +77,7 @@ def _nbest(args: argparse.Namespace) -> dict[str, list]:
         if choices:
             factors = sorted(c.factor for c in choices.values())
             print(f"{split}: voice warp over {len(choices)} voices, factors {factors}")
-        lists = [
-            NBest(f"{split}/{i}", tuple(Hypothesis(t, s) for t, s in hyps), ref)
-            for i, hyps, ref in found
-        ]
+        lists = _lists(split, found)
         path.write_text(write_nbest(lists), encoding="utf-8")
         print(f"{split}: {len(lists)} n-best lists in {time.perf_counter() - start:.0f} s")
         out[split] = lists
@@ -107,20 +108,83 @@ def _recogniser(args: argparse.Namespace) -> tuple:
     return _RECOGNISER[0], _RECOGNISER[1]
 
 
-def _fused(args: argparse.Namespace, lm: object, weights: object) -> dict:
-    """WER and CER on test of shallow fusion with `lm` at the weights chosen for rescoring."""
+FUSION_WEIGHTS = (0.2, 0.4, 0.6, 0.8, 1.0)
+FUSION_BONUSES = (0.5, 1.5, 3.0)
+"""The fusion grid searched on dev. Smaller than rescoring's: each point is a beam search of
+the dev utterances, not a sum over stored lists."""
+
+
+def _fused_lists(
+    args: argparse.Namespace, lm: object, weights: object, split: str, n: int, limit: int
+) -> list:
+    """The n-best lists of `split` (its first `limit` utterances, all if 0) from the CTC prefix
+    beam search with `lm` fused at `weights`; each hypothesis's score includes the fusion."""
     from seqc.run.decoding.fusion import WordFusion
     from seqc.run.scoring.transcribe import nbest_ctc
-    from seqc.run.scoring.wer import error_rates
 
     session, logits = _recogniser(args)
     tok = session.pipeline.target_tokenizer
     fusion = WordFusion(lm, tok, weights.lm_weight, weights.length_bonus)  # type: ignore[attr-defined]
-    start = time.perf_counter()
     warp = _warp(args, session)
-    found = nbest_ctc(logits, session.pipeline, "test", args.width, 1, args.limit, fusion, warp)
-    rates = error_rates([h[0][0] if h else "" for _, h, _ in found], [r for _, _, r in found])
-    return rates | {"seconds": time.perf_counter() - start}
+    found = nbest_ctc(logits, session.pipeline, split, args.width, n, limit, fusion, warp)
+    return _lists(split, found)
+
+
+def _lists(split: str, found: list) -> list:
+    """`nbest_ctc`'s lists as `NBest`s (an utterance with no hypothesis gets the empty one)."""
+    from seqc.run.lm.nbest import Hypothesis, NBest
+
+    empty = (Hypothesis("", 0.0),)
+    return [
+        NBest(f"{split}/{i}", tuple(Hypothesis(t, s) for t, s in hyps) or empty, ref)
+        for i, hyps, ref in found
+    ]
+
+
+def _fusion(args: argparse.Namespace, name: str, lm: object) -> dict:
+    """Shallow fusion of `lm`, its weights searched on dev, and the two-pass system over its
+    n-best lists: test WERs, the weights, the decode's time."""
+    from seqc.run.lm.nbest import read_nbest, write_nbest
+    from seqc.run.lm.rescore import Weights, grid_search, rescored
+    from seqc.run.scoring.wer import error_rates
+
+    table = []
+    for a in FUSION_WEIGHTS:
+        for b in FUSION_BONUSES:
+            w = Weights(a, b)
+            start = time.perf_counter()
+            lists = _fused_lists(args, lm, w, "dev", 1, args.fusion_dev)
+            rates = error_rates(
+                [n.hypotheses[0].text for n in lists], [n.reference or "" for n in lists]
+            )
+            errors = rates["substitutions"] + rates["deletions"] + rates["insertions"]
+            table.append((w, errors))
+            print(
+                f"{name}: fusion at {w}: dev WER {rates['wer']:.2f} over {len(lists)} "
+                f"({time.perf_counter() - start:.0f} s)"
+            )
+    weights = min(table, key=lambda row: (row[1], row[0].lm_weight, row[0].length_bonus))[0]
+    out: dict = {"fusion_weights": weights}
+    lists = {}
+    for split in ("dev", "test"):
+        at = f"{weights.lm_weight:g}-{weights.length_bonus:g}"
+        path = args.nbest_dir / f"fused-{name}-{at}.{split}.nbest.jsonl"
+        start = time.perf_counter()
+        if path.is_file():
+            lists[split] = read_nbest(path)
+        else:
+            lists[split] = _fused_lists(args, lm, weights, split, args.nbest, args.limit)
+            path.write_text(write_nbest(lists[split]), encoding="utf-8")
+        out[f"{split}_seconds"] = time.perf_counter() - start
+    dev, test = lists["dev"], lists["test"]
+    first = error_rates([n.hypotheses[0].text for n in test], [n.reference or "" for n in test])
+    texts = sorted({h.text for n in dev + test for h in n.hypotheses})
+    scored = dict(zip(texts, lm.sentences(texts), strict=True))  # type: ignore[attr-defined]
+    dev_scores = [[scored[h.text] for h in n.hypotheses] for n in dev]
+    second, _ = grid_search(dev, dev_scores)
+    test_scores = [[scored[h.text] for h in n.hypotheses] for n in test]
+    both = rescored(test, test_scores, second)
+    return out | {"fused_wer": first["wer"], "two_pass_wer": both["wer"], "second": second}
 
 
 def main() -> None:
@@ -137,7 +201,19 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="utterances per split (0: all)")
     parser.add_argument("--lm", action="append", default=[], help="NAME=ARTIFACT_DIR")
     parser.add_argument(
-        "--fusion", action="store_true", help="also shallow fusion on test (slow: minutes per LM)"
+        "--fusion",
+        action="store_true",
+        help="also shallow fusion, its weights searched on dev, and the two-pass system "
+        "(slow: tens of minutes per LM)",
+    )
+    parser.add_argument(
+        "--fusion-lm",
+        action="append",
+        default=[],
+        help="with --fusion, only these LMs (default: all given)",
+    )
+    parser.add_argument(
+        "--fusion-dev", type=int, default=200, help="dev utterances the fusion grid decodes"
     )
     parser.add_argument(
         "--no-warp",
@@ -167,10 +243,14 @@ def main() -> None:
         test_scores = [[scored[h.text] for h in n.hypotheses] for n in test]
         chosen[name], _ = grid_search(dev, dev_scores)
         rows[name] = rescored(test, test_scores, chosen[name]) | {"ms": ms, "scores": lm.scores}
-        if args.fusion:
-            fused = _fused(args, lm, chosen[name])
-            rows[name]["fused_wer"] = fused["wer"]
-            print(f"{name}: shallow fusion, test WER {fused['wer']:.2f} ({fused['seconds']:.0f} s)")
+        if args.fusion and (not args.fusion_lm or name in args.fusion_lm):
+            fused = _fusion(args, name, lm)
+            rows[name] |= fused
+            print(
+                f"{name}: shallow fusion at {fused['fusion_weights']} (chosen on dev), test WER "
+                f"{fused['fused_wer']:.2f} (test decoded in {fused['test_seconds']:.0f} s); "
+                f"its {args.nbest}-best rescored at {fused['second']}: {fused['two_pass_wer']:.2f}"
+            )
     best = oracle(test)
     print(f"\n{'LM':<18}{'WER':>8}{'CER':>8}{'LM ms/utt':>11}  weights (chosen on dev)")
     for name, r in rows.items():
@@ -188,6 +268,7 @@ def main() -> None:
     for name, r in rows.items():
         if "fused_wer" in r:
             print(f"asr_wer_fused_{name}: {r['fused_wer']:.2f}")
+            print(f"asr_wer_two_pass_{name}: {r['two_pass_wer']:.2f}")
     print(f"asr_wer_no_lm: {rows['no_lm']['wer']:.2f}")
     for name in NAMES:
         if name in rows:
@@ -196,6 +277,10 @@ def main() -> None:
     if "ce" in rows:
         gain = 1 - rows["ce"]["wer"] / max(rows["no_lm"]["wer"], 1e-9)
         print(f"lm_rescoring_rel_gain: {gain:.3f}")
+        for kind in ("fused", "two_pass"):
+            if f"{kind}_wer" in rows["ce"]:
+                gain = 1 - rows["ce"][f"{kind}_wer"] / max(rows["no_lm"]["wer"], 1e-9)
+                print(f"lm_{'fusion' if kind == 'fused' else kind}_rel_gain: {gain:.3f}")
     if "ce" in rows and "snis_raw" in rows:
         print(f"snis_raw_vs_ce_wer_gap: {rows['snis_raw']['wer'] - rows['ce']['wer']:.2f}")
         speedup = rows["ce"]["ms"] / max(rows["snis_raw"]["ms"], 1e-9)
