@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Everything bench/lm_fusion.py reads, built from a fresh checkout: the read-speech corpus, its
-# three word LMs (cross-entropy, SNIS, NCE) and their ONNX sentence scorers, the spoken-numbers
-# corpus and recogniser whose encoder the read-speech recogniser starts from, and the
-# read-speech recogniser itself (7,000 steps). About 4.5 hours on this machine's 2 cores.
+# Everything bench/lm_fusion.py reads, built from a fresh checkout, then the bench itself: the
+# read-speech corpus, its three word LMs (cross-entropy, SNIS, NCE) and their ONNX sentence
+# scorers, the spoken-numbers corpus and recogniser whose encoder the read-speech recogniser
+# starts from, the read-speech recogniser itself (7,000 steps), and the bench over 8-best lists
+# (with fusion and the two passes) and 32-best lists. About 5 hours on this machine's 2 cores.
 #
 # Why a script: the measurement of issue 39 needs all of it, and a session that starts on a
 # fresh checkout has less time than the chain takes. Each step is skipped when its marker
@@ -12,7 +13,7 @@
 # Run it in the background, from a checkout no one edits while it runs (a git worktree whose
 # .cache and runs link to the main checkout's):
 #     nohup nice -n 19 bench/lm_fusion_recipe.sh > runs/lm_fusion_recipe.log 2>&1 &
-# then bench/lm_fusion.py with the folders it prints at the end.
+# The bench's figures end up in runs/bench-lm-fusion-recipe{,-32}/bench.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -65,10 +66,23 @@ export_lm export-nce-raw lm.verses.nce --no-normalize
 step data-numbers "${SEQC[@]}" data prepare spoken-numbers
 train asr-numbers "$NUMBERS" asr.numbers.robust runs/asr.robust
 train asr-verses "$VERSES" asr.verses.ctc.warm runs/asr.verses.ctc.warm --set train.steps=7000
-echo "== all built; measure with:"
-echo "python bench/lm_fusion.py --asr-experiment asr.verses.ctc.warm \\"
-echo "    --asr-run-dir runs/asr.verses.ctc.warm --nbest-dir runs/bench-lm-fusion-7000 \\"
-echo "    --lm ce=runs/lm.verses.ce/export/onnx-none \\"
-echo "    --lm snis_raw=runs/lm.verses.snis/export/onnx-none-score \\"
-echo "    --lm nce_raw=runs/lm.verses.nce/export/onnx-none-score \\"
-echo "    --lm snis_normalized=runs/lm.verses.snis/export/onnx-none"
+LMS=(--lm ce=runs/lm.verses.ce/export/onnx-none
+  --lm snis_raw=runs/lm.verses.snis/export/onnx-none-score
+  --lm nce_raw=runs/lm.verses.nce/export/onnx-none-score
+  --lm snis_normalized=runs/lm.verses.snis/export/onnx-none)
+
+measure() {  # measure NAME BENCH_ARGS...: bench/lm_fusion.py, its output in runs/NAME/bench.txt
+  local name=$1
+  shift
+  mkdir -p "runs/$name"
+  step "$name" bash -c '"$@" > "$0/bench.txt" 2>&1' "runs/$name" "$PYTHON" bench/lm_fusion.py \
+    --asr-experiment asr.verses.ctc.warm --asr-run-dir runs/asr.verses.ctc.warm \
+    --nbest-dir "runs/$name" "${LMS[@]}" "$@"
+  tail -n 12 "runs/$name/bench.txt"
+}
+
+# rescoring of 8-best lists, shallow fusion with its weights searched on dev and the two passes
+# (the cross-entropy LM and the SNIS LM's raw scores); then rescoring of 32-best lists
+measure bench-lm-fusion-recipe --fusion --fusion-lm ce --fusion-lm snis_raw
+measure bench-lm-fusion-recipe-32 --nbest 32 --width 32
+echo "== all built and measured: runs/bench-lm-fusion-recipe*/bench.txt"
