@@ -164,6 +164,8 @@ def _fusion(args: argparse.Namespace, name: str, lm: object) -> dict:
                 f"({time.perf_counter() - start:.0f} s)"
             )
     weights = min(table, key=lambda row: (row[1], row[0].lm_weight, row[0].length_bonus))[0]
+    if weights.lm_weight == FUSION_WEIGHTS[-1] or weights.length_bonus == FUSION_BONUSES[-1]:
+        print(f"{name}: dev chose the fusion grid's edge ({weights}): a wider grid may do better")
     out: dict = {"fusion_weights": weights}
     lists = {}
     for split in ("dev", "test"):
