@@ -16,7 +16,9 @@ task (`examples/asr/read_speech.seq`):
    sentence scorer, `sequence.onnx`, a batch of hypotheses a call, the normalised LM's
    log-softmax inside it; an artifact without one, its step calls and the log-softmax);
 3. the LM weight and the bonus per word chosen on dev (`seqc.run.lm.rescore.grid_search`), then
-   WER and CER on test; "no LM" is the recogniser's own best;
+   WER and CER on test; "no LM" is the recogniser's own best; and again (rows `NAME+unk`) with
+   the LM's score of each word it does not know raised by an amount chosen on dev with the
+   weights (`UNKNOWN_RAISES`);
 4. with `--fusion`, shallow fusion of each LM in the CTC prefix beam search: its weights
    chosen on the first `--fusion-dev` dev utterances (`FUSION_WEIGHTS` x `FUSION_BONUSES`,
    each point a decode of them), then test decoded at them; and the two-pass system the
@@ -189,6 +191,34 @@ def _fusion(args: argparse.Namespace, name: str, lm: object) -> dict:
     return out | {"fused_wer": first["wer"], "two_pass_wer": both["wer"], "second": second}
 
 
+UNKNOWN_RAISES = (0.0, 2.0, 4.0, 6.0, 8.0, 10.0)
+"""Nats added to the LM's score of each word it does not know (its unk), searched on dev with
+the rescoring weights. Why: a word LM scores an unknown word about 10 nats below a known one
+(docs/results.md "LM fusion"), so rescoring prefers any known words to a correct name the LM
+never saw; dev says how much of that to take back (0: none)."""
+
+
+def _unknown(lm: object, scored: dict, dev: list, test: list) -> tuple[float, dict, object]:
+    """Rescoring with the LM's unknown words raised by the amount dev chooses (with the
+    weights): that amount, the test figures, the weights."""
+    from seqc.run.lm.rescore import grid_search, rescored
+
+    unk = lm.tokenizer.unk_id  # type: ignore[attr-defined]
+    count = {t: lm.ids(t.split()).count(unk) for t in scored}  # type: ignore[attr-defined]
+    best: tuple | None = None
+    for raise_ in UNKNOWN_RAISES:
+        dev_scores = [[scored[h.text] + raise_ * count[h.text] for h in n.hypotheses] for n in dev]
+        weights, table = grid_search(dev, dev_scores)
+        errors = dict(table)[weights]
+        if best is None or errors < best[0]:
+            best = (errors, raise_, weights)
+    assert best is not None
+    _, raise_, weights = best
+    test_scores = [[scored[h.text] + raise_ * count[h.text] for h in n.hypotheses] for n in test]
+    row = rescored(test, test_scores, weights) | {"ms": 0.0, "raised": raise_}
+    return raise_, row, weights
+
+
 def main() -> None:
     from seqc.run.lm.language_model import LmSource, open_language_model
     from seqc.run.lm.rescore import Weights, grid_search, oracle, rescored
@@ -224,17 +254,16 @@ def main() -> None:
     )
     args = parser.parse_args()
     lms = dict(item.split("=", 1) for item in args.lm)
-    unknown = set(lms) - set(NAMES)
-    if unknown:
-        parser.error(f"--lm names {sorted(unknown)}; expected some of {', '.join(NAMES)}")
+    bad = [name for name in lms if not name.isidentifier()]
+    if bad:
+        parser.error(f"--lm names {bad}: a name is letters, digits and _ (ce, snis_raw, ...)")
+    names = [n for n in NAMES if n in lms] + [n for n in lms if n not in NAMES]
     lists = _nbest(args)
     dev, test = lists["dev"], lists["test"]
     zero = [[0.0] * len(n.hypotheses) for n in test]
     rows: dict[str, dict] = {"no_lm": rescored(test, zero, Weights(0.0, 0.0)) | {"ms": 0.0}}
     chosen: dict[str, Weights] = {}
-    for name in NAMES:
-        if name not in lms:
-            continue
+    for name in names:
         lm = open_language_model(LmSource(artifact=Path(lms[name])))
         texts = sorted({h.text for n in dev + test for h in n.hypotheses})
         lm.sentences(texts[:8])  # the runtime's first calls (allocation) are not timed
@@ -245,6 +274,11 @@ def main() -> None:
         test_scores = [[scored[h.text] for h in n.hypotheses] for n in test]
         chosen[name], _ = grid_search(dev, dev_scores)
         rows[name] = rescored(test, test_scores, chosen[name]) | {"ms": ms, "scores": lm.scores}
+        raised, rows[f"{name}+unk"], chosen[f"{name}+unk"] = _unknown(lm, scored, dev, test)
+        print(
+            f"{name}: unknown words raised by {raised:g} nats (chosen on dev), test WER "
+            f"{rows[f'{name}+unk']['wer']:.2f} against {rows[name]['wer']:.2f}"
+        )
         if args.fusion and (not args.fusion_lm or name in args.fusion_lm):
             fused = _fusion(args, name, lm)
             rows[name] |= fused
@@ -257,7 +291,8 @@ def main() -> None:
     print(f"\n{'LM':<18}{'WER':>8}{'CER':>8}{'LM ms/utt':>11}  weights (chosen on dev)")
     for name, r in rows.items():
         w = chosen.get(name)
-        print(f"{name:<18}{r['wer']:8.2f}{r['cer']:8.2f}{r['ms']:11.2f}  {w or ''}")
+        extra = f", unknown words +{r['raised']:g}" if "raised" in r else ""
+        print(f"{name:<18}{r['wer']:8.2f}{r['cer']:8.2f}{r['ms']:11.2f}  {w or ''}{extra}")
     print(f"{'oracle (n-best)':<18}{best['wer']:8.2f}{best['cer']:8.2f}")
     print(f"utterances: dev {len(dev)}, test {len(test)}; n-best {args.nbest}")
     (args.nbest_dir / "results.json").write_text(
@@ -272,10 +307,11 @@ def main() -> None:
             print(f"asr_wer_fused_{name}: {r['fused_wer']:.2f}")
             print(f"asr_wer_two_pass_{name}: {r['two_pass_wer']:.2f}")
     print(f"asr_wer_no_lm: {rows['no_lm']['wer']:.2f}")
-    for name in NAMES:
-        if name in rows:
-            key = "asr_wer_ce_lm" if name == "ce" else f"asr_wer_{name}"
-            print(f"{key}: {rows[name]['wer']:.2f}")
+    for name in names:
+        key = "asr_wer_ce_lm" if name == "ce" else f"asr_wer_{name}"
+        print(f"{key}: {rows[name]['wer']:.2f}")
+    for name in names:
+        print(f"asr_wer_{name}_unknown_raised: {rows[f'{name}+unk']['wer']:.2f}")
     if "ce" in rows:
         gain = 1 - rows["ce"]["wer"] / max(rows["no_lm"]["wer"], 1e-9)
         print(f"lm_rescoring_rel_gain: {gain:.3f}")
