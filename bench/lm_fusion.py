@@ -205,17 +205,16 @@ def _unknown(lm: object, scored: dict, dev: list, test: list) -> tuple[float, di
 
     unk = lm.tokenizer.unk_id  # type: ignore[attr-defined]
     count = {t: lm.ids(t.split()).count(unk) for t in scored}  # type: ignore[attr-defined]
-    best: tuple | None = None
-    for raise_ in UNKNOWN_RAISES:
-        dev_scores = [[scored[h.text] + raise_ * count[h.text] for h in n.hypotheses] for n in dev]
-        weights, table = grid_search(dev, dev_scores)
-        errors = dict(table)[weights]
-        if best is None or errors < best[0]:
-            best = (errors, raise_, weights)
-    assert best is not None
-    _, raise_, weights = best
-    test_scores = [[scored[h.text] + raise_ * count[h.text] for h in n.hypotheses] for n in test]
-    row = rescored(test, test_scores, weights) | {"ms": 0.0, "raised": raise_}
+
+    def raised(lists: list, by: float) -> list[list[float]]:
+        return [[scored[h.text] + by * count[h.text] for h in n.hypotheses] for n in lists]
+
+    searched = []
+    for by in UNKNOWN_RAISES:
+        weights, table = grid_search(dev, raised(dev, by))
+        searched.append((dict(table)[weights], by, weights))
+    _, raise_, weights = min(searched, key=lambda row: (row[0], row[1]))
+    row = rescored(test, raised(test, raise_), weights) | {"ms": 0.0, "raised": raise_}
     return raise_, row, weights
 
 

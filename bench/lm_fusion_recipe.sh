@@ -42,8 +42,7 @@ train() {  # train NAME SPEC EXPERIMENT RUN_DIR [ARGS...]: resumes a run that ha
   local name=$1 spec=$2 experiment=$3 run_dir=$4
   shift 4
   local resume=()
-  if [[ ! -e $MARKS/$name.done && -d $run_dir/checkpoints ]] \
-    && compgen -G "$run_dir/checkpoints/*" > /dev/null; then
+  if compgen -G "$run_dir/checkpoints/*" > /dev/null; then
     resume=(--resume)
   fi
   step "$name" "${SEQC[@]}" train "$spec" -e "$experiment" --run-dir "$run_dir" "${resume[@]}" "$@"
